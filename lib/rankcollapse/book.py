@@ -1,0 +1,98 @@
+"""Assemble the executed notebooks into a Jupyter Book (v1) and build it strictly.
+
+The book is built from a staging folder ``build/<profile>/_book/`` holding
+``_config.yml`` and ``_toc.yml`` from the repository root, the plain Markdown
+pages of ``chapters/``, the executed notebooks in place of their Jupytext
+sources, and a generated status page. Sphinx runs with ``-W -n --keep-going``:
+any warning (a broken reference, a missing glue key, a bad figure) fails the
+build. Notebooks are never re-executed by the book (``execute_notebooks: off``).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .chapters import CHAPTERS
+from .results import compare, load
+from .runner import REPO, build_dir
+
+
+def is_notebook_source(path: Path) -> bool:
+    head = path.read_text().split("\n---", 1)[0]
+    return path.read_text().startswith("---") and "jupytext:" in head
+
+
+def expected_path(profile: str, chapter: str) -> Path:
+    """``data/expected/<profile>/<chapter>.json`` (or under ``$RCBOOK_EXPECTED``)."""
+    import os
+    root = Path(os.environ.get("RCBOOK_EXPECTED") or REPO / "data" / "expected")
+    return root / profile / f"{chapter}.json"
+
+
+def check_chapter(profile: str, chapter: str, root: Path | None = None):
+    """(status, rows) of one chapter's results against the recorded ones."""
+    now_p = build_dir(profile, root) / chapter / "results.json"
+    exp_p = expected_path(profile, chapter)
+    if not now_p.exists():
+        return "not run", []
+    if not exp_p.exists():
+        return "no record", []
+    rows = compare(load(exp_p), load(now_p))
+    bad = sum(not r.ok for r in rows)
+    return ("match" if bad == 0 else f"MISMATCH ({bad} of {len(rows)})"), rows
+
+
+def status_page(profile: str, root: Path | None = None) -> str:
+    lines = ["# Build status", "",
+             f"Every chapter of this book was executed at the **`{profile}`** profile. "
+             "*Matches recorded* compares its results file with `data/expected/"
+             f"{profile}/<chapter>.json` value by value, each within its own recorded tolerance.", "",
+             "| chapter | profile | wall time (s) | device | matches recorded | verdicts |",
+             "|---|---|---|---|---|---|"]
+    for ch in CHAPTERS:
+        p = build_dir(profile, root) / ch / "results.json"
+        if not p.exists():
+            lines.append(f"| {ch} | {profile} | - | - | not run | - |")
+            continue
+        doc = load(p)
+        st, _ = check_chapter(profile, ch, root)
+        verdicts = ", ".join(f"{k}: {v['verdict']}" for k, v in doc.get("verdicts", {}).items()) or "-"
+        lines.append(f"| [{ch}]({ch}.ipynb) | {doc['profile']} | {doc['wall_time_s']:.1f} | {doc['device']} | "
+                     f"{st} | {verdicts} |")
+    return "\n".join(lines) + "\n"
+
+
+def stage(profile: str, root: Path | None = None) -> Path:
+    """Lay out the book sources for ``profile``; returns the staging folder."""
+    bdir = build_dir(profile, root)
+    st = bdir / "_book"
+    if st.exists():
+        shutil.rmtree(st)
+    (st / "chapters").mkdir(parents=True)
+    for f in ("_config.yml", "_toc.yml"):
+        shutil.copy(REPO / f, st / f)
+    for src in sorted((REPO / "chapters").glob("*.md")):
+        if is_notebook_source(src):
+            nb = bdir / src.stem / f"{src.stem}.ipynb"
+            if not nb.exists():
+                raise FileNotFoundError(f"chapter '{src.stem}' has not been executed at profile '{profile}' ({nb})")
+            shutil.copy(nb, st / "chapters" / nb.name)
+            if (bdir / src.stem / "figures").exists():
+                shutil.copytree(bdir / src.stem / "figures", st / "chapters" / "figures" / src.stem)
+        else:
+            shutil.copy(src, st / "chapters" / src.name)
+    (st / "chapters" / "status.md").write_text(status_page(profile, root))
+    return st
+
+
+def build(profile: str, root: Path | None = None) -> tuple[int, Path]:
+    """Strict Sphinx build of the staged book. Returns (exit code, html folder)."""
+    st = stage(profile, root)
+    out = build_dir(profile, root)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(st), "--path-output", str(out),
+           "--builder", "html", "-W", "-n", "--keep-going"]
+    rc = subprocess.call(cmd)
+    return rc, out / "_build" / "html"

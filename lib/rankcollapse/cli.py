@@ -1,0 +1,156 @@
+"""``rcbook``: list, run, check, record and build the chapters of the book.
+
+    rcbook list [CHAPTER]                       chapters, parameters, defaults per profile
+    rcbook run CHAPTER|all [-p NAME VALUE]... [--profile P] [--device D] [--force] [-j N]
+    rcbook check [CHAPTER...] [--profile P]     compare results with data/expected/<profile>/
+    rcbook record [CHAPTER...] [--profile P]    re-record results after a deliberate change
+    rcbook book [--profile P] [-j N]            run what changed, then build the HTML strictly
+
+Exit codes: 0 success, 1 a chapter failed / results mismatch / build failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+from .chapters import CHAPTERS, schema as chapter_schema
+from .params import PROFILES, ParameterError, parse_cli_value
+from .results import format_value, load
+
+
+def _names(arg: list[str]) -> list[str]:
+    if not arg or arg == ["all"]:
+        return list(CHAPTERS)
+    unknown = [a for a in arg if a not in CHAPTERS]
+    if unknown:
+        raise ParameterError(f"unknown chapter(s) {', '.join(unknown)}; chapters: {', '.join(CHAPTERS)}")
+    return arg
+
+
+def cmd_list(a) -> int:
+    for name in _names(a.chapters):
+        print(f"\n{name}")
+        for row in chapter_schema(name).table():
+            print(f"  {row['name']:<16} {row['allowed']}")
+            print(f"  {'':<16} smoke={row['smoke']!r}  full={row['full']!r}  paper={row['paper']!r}")
+            print(f"  {'':<16} {row['doc']}")
+    return 0
+
+
+def cmd_run(a) -> int:
+    from .runner import run_many
+    overrides = {}
+    for name, value in a.param or []:
+        overrides[name] = parse_cli_value(value)
+    names = _names([a.chapter])
+    outcomes = run_many(names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs)
+    failed = [o for o in outcomes if o.status == "failed"]
+    for o in failed:
+        print(o.message, file=sys.stderr)
+    if not failed:
+        print(f"outputs in {outcomes[0].out.parent}/<chapter>/ (executed notebook, results.json, figures/)")
+    return 1 if failed else 0
+
+
+def cmd_check(a) -> int:
+    from .book import check_chapter
+    bad = 0
+    for name in _names(a.chapters):
+        status, rows = check_chapter(a.profile, name)
+        print(f"\n{name} ({a.profile}): {status}")
+        if status in ("not run", "no record"):
+            bad += 1
+            continue
+        w = max([len(r.name) for r in rows] + [5])
+        print(f"  {'value':<{w}}  {'recorded':>14}  {'now':>14}  {'tolerance':<22} result")
+        for r in rows:
+            print(f"  {r.name:<{w}}  {format_value(r.recorded):>14}  {format_value(r.now):>14}  "
+                  f"{r.tolerance:<22} {'pass' if r.ok else 'FAIL'}")
+        bad += sum(not r.ok for r in rows)
+    print(f"\ncheck: {'all results match the recorded ones' if not bad else f'{bad} mismatch(es)'}")
+    return 1 if bad else 0
+
+
+def cmd_record(a) -> int:
+    from .book import expected_path
+    from .runner import build_dir
+    for name in _names(a.chapters):
+        src = build_dir(a.profile) / name / "results.json"
+        if not src.exists():
+            print(f"{name}: not run at profile '{a.profile}' (run: rcbook run {name} --profile {a.profile})",
+                  file=sys.stderr)
+            return 1
+        dst = expected_path(a.profile, name)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        doc = load(src)
+        dst.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"recorded {src} -> {dst}")
+    return 0
+
+
+def cmd_book(a) -> int:
+    from .book import build
+    from .runner import run_many
+    outcomes = run_many(list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs)
+    failed = [o for o in outcomes if o.status == "failed"]
+    for o in failed:
+        print(o.message, file=sys.stderr)
+    if failed:
+        return 1
+    rc, html = build(a.profile)
+    if rc != 0:
+        print(f"book build FAILED (strict: -W -n --keep-going); see the warnings above", file=sys.stderr)
+        return 1
+    print(f"book: {html / 'index.html'}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rcbook", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p, device=True):
+        p.add_argument("--profile", default="full", choices=PROFILES)
+        if device:
+            p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+
+    p = sub.add_parser("list", help="chapters and their parameters")
+    p.add_argument("chapters", nargs="*")
+    p.set_defaults(fn=cmd_list)
+    p = sub.add_parser("run", help="execute a chapter (or all) with papermill")
+    p.add_argument("chapter")
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"))
+    p.add_argument("--force", action="store_true", help="execute even if the cache is up to date")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="chapters run in parallel processes")
+    common(p)
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("check", help="compare results with the recorded ones")
+    p.add_argument("chapters", nargs="*")
+    common(p, device=False)
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("record", help="re-record results (after a deliberate change)")
+    p.add_argument("chapters", nargs="*")
+    common(p, device=False)
+    p.set_defaults(fn=cmd_record)
+    p = sub.add_parser("book", help="run changed chapters and build the HTML book")
+    p.add_argument("-j", "--jobs", type=int, default=1)
+    common(p)
+    p.set_defaults(fn=cmd_book)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return a.fn(a)
+    except ParameterError as e:
+        print(f"rcbook: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

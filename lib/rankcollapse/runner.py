@@ -1,0 +1,169 @@
+"""Execute chapters: jupytext source -> papermill -> executed notebook, figures and results.json.
+
+Layout of a build (``build/<profile>/``)::
+
+    build/<profile>/<chapter>/<chapter>.ipynb   executed notebook
+    build/<profile>/<chapter>/results.json      named values and verdicts
+    build/<profile>/<chapter>/figures/*.png     every figure of the chapter
+    build/<profile>/<chapter>/.cache_key        what the outputs were made from
+
+A chapter is executed again only when its cache key changes: the chapter
+source, the library's source, the resolved parameters or the profile/device.
+Execution happens in a temporary folder that replaces the old outputs only on
+success, so a failed or interrupted run leaves no partial results behind.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .chapters import CHAPTERS, schema as chapter_schema
+from .notebook import library_hash, resolve_device
+from .params import ParameterError
+
+REPO = Path(os.environ.get("RCBOOK_ROOT", Path(__file__).resolve().parents[2]))
+
+
+def chapter_source(name: str) -> Path:
+    return REPO / "chapters" / f"{name}.md"
+
+
+def build_dir(profile: str, root: Path | None = None) -> Path:
+    """``build/<profile>`` (or ``$RCBOOK_BUILD/<profile>``, or ``root/<profile>``)."""
+    return Path(root or os.environ.get("RCBOOK_BUILD") or REPO / "build") / profile
+
+
+@dataclass
+class RunOutcome:
+    chapter: str
+    status: str  # "ran", "cached", "failed"
+    seconds: float
+    out: Path
+    message: str = ""
+
+
+def kernel_env() -> None:
+    """Environment every chapter kernel inherits: one thread, offline, no display."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ["MPLBACKEND"] = "Agg"
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+
+def prepare(name: str, overrides: dict, profile: str, device: str) -> tuple[dict, dict]:
+    """Validate everything before any work. Returns (resolved params, papermill parameters)."""
+    if name not in CHAPTERS:
+        raise ParameterError(f"unknown chapter '{name}'; chapters: {', '.join(CHAPTERS)}")
+    if not chapter_source(name).exists():
+        raise ParameterError(f"chapter source {chapter_source(name)} is missing")
+    given = dict(overrides, profile=profile, device=device)
+    resolved = chapter_schema(name).resolve(given)
+    resolve_device(resolved["device"])  # cuda asked for but absent -> error now
+    # papermill gets what the user set (validated), not the filled-in defaults
+    pm = {k: resolved[k] for k in given if given[k] is not None}
+    return resolved, pm
+
+
+def cache_key(name: str, resolved: dict) -> str:
+    h = hashlib.sha256()
+    h.update(chapter_source(name).read_bytes())
+    h.update(library_hash().encode())
+    p = {k: v for k, v in resolved.items() if k != "output_dir"}
+    p["device"] = str(resolve_device(p["device"]))
+    h.update(json.dumps(p, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def to_notebook(name: str):
+    import jupytext
+    nb = jupytext.read(chapter_source(name))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def run_chapter(name: str, overrides: dict | None = None, profile: str = "full", device: str = "auto",
+                force: bool = False, root: Path | None = None, log_output: bool = False) -> RunOutcome:
+    """Run one chapter (or reuse its cached outputs). Raises ParameterError before any work on bad input."""
+    resolved, pm = prepare(name, overrides or {}, profile, device)
+    out = build_dir(profile, root) / name
+    key = cache_key(name, resolved)
+    key_file = out / ".cache_key"
+    if not force and key_file.exists() and key_file.read_text() == key and (out / "results.json").exists():
+        return RunOutcome(name, "cached", 0.0, out)
+
+    import nbformat
+    import papermill as pm_
+
+    kernel_env()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    t0 = time.perf_counter()
+    try:
+        src = tmp / f"{name}.source.ipynb"
+        nbformat.write(to_notebook(name), src)
+        pm["output_dir"] = "."  # the kernel runs in the temporary folder, which becomes `out`
+        pm_.execute_notebook(str(src), str(tmp / f"{name}.ipynb"), parameters=pm, kernel_name="python3",
+                             cwd=str(tmp), progress_bar=False, log_output=log_output, report_mode=False)
+        src.unlink()
+        if not (tmp / "results.json").exists():
+            raise RuntimeError(f"chapter '{name}' finished without writing results.json (missing ch.finish()?)")
+        (tmp / ".cache_key").write_text(key)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        return RunOutcome(name, "failed", time.perf_counter() - t0, out, describe_failure(name, e))
+    return RunOutcome(name, "ran", time.perf_counter() - t0, out)
+
+
+def describe_failure(name: str, e: BaseException) -> str:
+    """Name the chapter and the cell that raised."""
+    cell = getattr(e, "exec_count", None)
+    ename, evalue = getattr(e, "ename", type(e).__name__), getattr(e, "evalue", str(e))
+    where = f" in cell [{cell}]" if cell is not None else ""
+    return f"chapter '{name}' failed{where}: {ename}: {evalue}"
+
+
+def _run_star(args):
+    name, overrides, profile, device, force, root = args
+    return run_chapter(name, overrides, profile, device, force, root)
+
+
+def run_many(names: list[str], overrides: dict, profile: str, device: str, force: bool = False,
+             jobs: int = 1, root: Path | None = None, echo=print) -> list[RunOutcome]:
+    """Run several chapters (validated first, all of them), in parallel processes when ``jobs > 1``."""
+    for n in names:  # every chapter's parameters are checked before anything runs
+        prepare(n, overrides, profile, device)
+    total, outcomes = len(names), []
+
+    def report(i, o):
+        extra = f" -- {o.message}" if o.message else ""
+        echo(f"[{i}/{total}] {o.chapter:<20} {profile:<6} {o.status:<7} {o.seconds:7.1f} s{extra}")
+
+    echo(f"running {total} chapter(s) at profile '{profile}'" + (f" with {jobs} processes" if jobs > 1 else ""))
+    if jobs <= 1:
+        for i, n in enumerate(names, 1):
+            o = run_chapter(n, overrides, profile, device, force, root)
+            outcomes.append(o)
+            report(i, o)
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+            futs = {ex.submit(_run_star, (n, overrides, profile, device, force, root)): n for n in names}
+            for i, f in enumerate(as_completed(futs), 1):
+                o = f.result()
+                outcomes.append(o)
+                report(i, o)
+    return outcomes

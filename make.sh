@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The two set-up commands of README.md live here.
+#   bash make.sh book   set up .venv if needed, run every chapter at the full profile, build the HTML book
+#   bash make.sh test   set up .venv if needed, run every chapter at smoke + check + strict book build,
+#                       then the test suite (pytest)
+#   bash make.sh setup  only the set-up
+# Needs only Python 3.11 and git; installs from the package registry alone.
+set -euo pipefail
+cd "$(dirname "$0")"
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONHASHSEED=0
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+VENV=.venv
+JOBS=${JOBS:-2}
+
+setup() {
+  local stamp
+  stamp=$(cat requirements.txt pyproject.toml make.sh | sha256sum | cut -c1-16)
+  if [ -f "$VENV/.stamp" ] && [ "$(cat "$VENV/.stamp")" = "$stamp" ]; then return 0; fi
+  echo "== setting up $VENV (torch CPU wheel first, then the pinned requirements)"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q torch==2.13.0
+  "$VENV/bin/python" -m pip install -q -r requirements.txt
+  "$VENV/bin/python" -m pip install -q --no-deps -e .
+  echo "$stamp" > "$VENV/.stamp"
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  book)
+    setup
+    "$VENV/bin/rcbook" book --profile full -j "$JOBS"
+    ;;
+  test)
+    setup
+    "$VENV/bin/rcbook" book --profile smoke -j "$JOBS"
+    "$VENV/bin/rcbook" check --profile smoke
+    "$VENV/bin/python" -m pytest -q tests
+    ;;
+  *) echo "usage: bash make.sh book|test|setup" >&2; exit 2 ;;
+esac
