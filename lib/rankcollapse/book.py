@@ -88,9 +88,12 @@ def stage(profile: str, root: Path | None = None) -> Path:
 
 
 def build(profile: str, root: Path | None = None) -> tuple[int, Path]:
-    """Strict Sphinx build of the staged book. Returns (exit code, html folder)."""
-    st = stage(profile, root)
-    out = build_dir(profile, root)
+    """Stage and build the book for ``profile``. Returns (exit code, html folder)."""
+    return build_staged(stage(profile, root), build_dir(profile, root))
+
+
+def build_staged(st: Path, out: Path) -> tuple[int, Path]:
+    """Strict Sphinx build (``-W -n --keep-going``) of a staging folder into ``out/_build/html``."""
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(st), "--path-output", str(out),
            "--builder", "html", "-W", "-n", "--keep-going"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
+import logging
 import sys
 
 from .chapters import CHAPTERS, schema as chapter_schema
@@ -35,7 +34,8 @@ def cmd_list(a) -> int:
         print(f"\n{name}")
         for row in chapter_schema(name).table():
             print(f"  {row['name']:<16} {row['allowed']}")
-            print(f"  {'':<16} smoke={row['smoke']!r}  full={row['full']!r}  paper={row['paper']!r}")
+            if row["name"] != "profile":
+                print(f"  {'':<16} smoke={row['smoke']!r}  full={row['full']!r}  paper={row['paper']!r}")
             print(f"  {'':<16} {row['doc']}")
     return 0
 
@@ -46,7 +46,9 @@ def cmd_run(a) -> int:
     for name, value in a.param or []:
         overrides[name] = parse_cli_value(value)
     names = _names([a.chapter])
-    outcomes = run_many(names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs)
+    if a.verbose:  # stream every cell's output (the chapter's progress lines) as it runs
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    outcomes = run_many(names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs, log_output=a.verbose)
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:
         print(o.message, file=sys.stderr)
@@ -126,6 +128,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"))
     p.add_argument("--force", action="store_true", help="execute even if the cache is up to date")
     p.add_argument("-j", "--jobs", type=int, default=1, help="chapters run in parallel processes")
+    p.add_argument("-v", "--verbose", action="store_true", help="stream the chapter's output while it runs")
     common(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="compare results with the recorded ones")

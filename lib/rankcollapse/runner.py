@@ -48,6 +48,25 @@ class RunOutcome:
     message: str = ""
 
 
+def _local_kernel_manager():
+    from jupyter_client.manager import AsyncKernelManager
+
+    class LocalKernelManager(AsyncKernelManager):
+        """Kernels talk over local IPC sockets in the run's own folder, not TCP ports."""
+
+        def __init__(self, **kw):
+            kw.setdefault("transport", "ipc")
+            super().__init__(**kw)
+
+    return LocalKernelManager
+
+
+def __getattr__(name):  # LocalKernelManager is built lazily so importing the runner stays light
+    if name == "LocalKernelManager":
+        return _local_kernel_manager()
+    raise AttributeError(name)
+
+
 def kernel_env() -> None:
     """Environment every chapter kernel inherits: one thread, offline, no display."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -111,7 +130,8 @@ def run_chapter(name: str, overrides: dict | None = None, profile: str = "full",
         nbformat.write(to_notebook(name), src)
         pm["output_dir"] = "."  # the kernel runs in the temporary folder, which becomes `out`
         pm_.execute_notebook(str(src), str(tmp / f"{name}.ipynb"), parameters=pm, kernel_name="python3",
-                             cwd=str(tmp), progress_bar=False, log_output=log_output, report_mode=False)
+                             cwd=str(tmp), progress_bar=False, log_output=log_output, report_mode=False,
+                             kernel_manager_class="rankcollapse.runner.LocalKernelManager")
         src.unlink()
         if not (tmp / "results.json").exists():
             raise RuntimeError(f"chapter '{name}' finished without writing results.json (missing ch.finish()?)")
@@ -136,12 +156,11 @@ def describe_failure(name: str, e: BaseException) -> str:
 
 
 def _run_star(args):
-    name, overrides, profile, device, force, root = args
-    return run_chapter(name, overrides, profile, device, force, root)
+    return run_chapter(*args)
 
 
 def run_many(names: list[str], overrides: dict, profile: str, device: str, force: bool = False,
-             jobs: int = 1, root: Path | None = None, echo=print) -> list[RunOutcome]:
+             jobs: int = 1, root: Path | None = None, echo=print, log_output: bool = False) -> list[RunOutcome]:
     """Run several chapters (validated first, all of them), in parallel processes when ``jobs > 1``."""
     for n in names:  # every chapter's parameters are checked before anything runs
         prepare(n, overrides, profile, device)
@@ -154,14 +173,14 @@ def run_many(names: list[str], overrides: dict, profile: str, device: str, force
     echo(f"running {total} chapter(s) at profile '{profile}'" + (f" with {jobs} processes" if jobs > 1 else ""))
     if jobs <= 1:
         for i, n in enumerate(names, 1):
-            o = run_chapter(n, overrides, profile, device, force, root)
+            o = run_chapter(n, overrides, profile, device, force, root, log_output)
             outcomes.append(o)
             report(i, o)
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
-            futs = {ex.submit(_run_star, (n, overrides, profile, device, force, root)): n for n in names}
+            futs = {ex.submit(_run_star, (n, overrides, profile, device, force, root, log_output)): n for n in names}
             for i, f in enumerate(as_completed(futs), 1):
                 o = f.result()
                 outcomes.append(o)

@@ -1,0 +1,43 @@
+"""The strict book build: glued numbers and figures render; a broken reference fails the build."""
+import json
+import re
+
+import pytest
+
+from rankcollapse.book import build_staged, stage
+from rankcollapse.runner import run_chapter
+
+SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads": 2, "big_tokens": 8,
+         "big_d": 8, "share_scales": [1.0], "share_seeds": 1}
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bk")
+    o = run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=root)
+    assert o.status == "ran", o.message
+    return root
+
+
+def test_book_renders_glue_and_figures(executed):
+    st = stage("smoke", executed)
+    rc, html = build_staged(st, executed / "smoke")
+    assert rc == 0
+    page = (html / "chapters" / "decomposition.html").read_text()
+    res = json.loads((executed / "smoke" / "decomposition" / "results.json").read_text())
+    text = re.sub(r"<[^>]+>", "", page)
+    assert f"Over {res['values']['recon_configs']['value']} configurations" in " ".join(text.split())
+    assert len(re.findall(r"<img[^>]+src=", page)) >= 3
+    status = (html / "chapters" / "status.html").read_text()
+    assert "decomposition" in status and "smoke" in status
+
+
+def test_broken_reference_fails_the_build(executed):
+    st = stage("smoke", executed)
+    nb_path = st / "chapters" / "decomposition.ipynb"
+    nb = json.loads(nb_path.read_text())
+    md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    md["source"] = "".join(md["source"]) + "\n\nSee {numref}`fig-that-does-not-exist`.\n"
+    nb_path.write_text(json.dumps(nb))
+    rc, _ = build_staged(st, executed / "smoke-broken")
+    assert rc != 0
