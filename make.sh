@@ -13,6 +13,17 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 VENV=.venv
 JOBS=${JOBS:-2}
 
+browser() {
+  # Debian's chromium for the browser test of the built book (tests/test_html.py); needs root.
+  if command -v chromium >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing Debian's chromium (browser test of the built HTML)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "== chromium is not installed and cannot be installed here (not root): the browser test will be skipped"
+  fi
+}
+
 setup() {
   local stamp
   stamp=$(cat requirements.txt pyproject.toml make.sh | sha256sum | cut -c1-16)
@@ -33,6 +44,7 @@ case "${1:-}" in
     ;;
   test)
     setup
+    browser
     "$VENV/bin/rcbook" book --profile smoke -j "$JOBS"
     "$VENV/bin/rcbook" check --profile smoke
     "$VENV/bin/python" -m pytest -q tests

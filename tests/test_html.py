@@ -1,0 +1,91 @@
+"""The built book, opened page by page in real headless Chromium, as a reader meets it.
+
+Needs the smoke book (`rcbook book --profile smoke`, which `bash make.sh test` builds first) and Debian's
+chromium (`make.sh` installs it when run as root). Fails on: a broken or zero-size image, an error or
+traceback in any output, a glued value that did not render, a dead internal link, a chapter missing from
+the navigation. Saves a screenshot of each chapter page to build/smoke/screenshots/ for review.
+"""
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from rankcollapse.chapters import CHAPTERS
+from rankcollapse.runner import build_dir
+
+HTML = build_dir("smoke") / "_build" / "html"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                reason="Debian's chromium is not installed (bash make.sh setup installs it as root)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (HTML / "index.html").exists():
+        pytest.fail(f"no built book at {HTML}: run `rcbook book --profile smoke` first (bash make.sh test does)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def pages():
+    return sorted(p for p in (HTML / "chapters").glob("*.html"))
+
+
+def test_every_chapter_is_in_the_navigation(browser):
+    page = browser.new_page()
+    page.goto((HTML / "chapters" / "intro.html").as_uri())
+    nav = page.eval_on_selector_all("nav.bd-links a, .bd-sidenav a", "els => els.map(e => e.getAttribute('href'))")
+    page.close()
+    nav_targets = {Path(unquote(h.split('#')[0])).stem for h in nav if h}
+    missing = [c for c in CHAPTERS if c not in nav_targets]
+    assert not missing, f"chapters missing from the navigation: {missing}"
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_page_as_a_reader_sees_it(browser, path):
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(300)
+    # images: present and decoded with a non-zero size
+    bad_imgs = page.evaluate("Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)"
+                             ".map(i => i.getAttribute('src'))")
+    assert not bad_imgs, f"{path.name}: broken or zero-size images {bad_imgs}"
+    # no error output or traceback anywhere in the rendered outputs
+    outputs = page.eval_on_selector_all(".cell_output, .output", "els => els.map(e => e.innerText)")
+    for text in outputs:
+        assert "Traceback (most recent call last)" not in text, f"{path.name}: a traceback in an output"
+        assert "Error:" not in text.split("\n")[0], f"{path.name}: an error in an output: {text[:200]}"
+    assert not page.query_selector_all(".output.traceback, .output.error, div.stderr"), f"{path.name}: error output"
+    # glue that did not render shows up as a pending or literal glue role/directive
+    body = page.inner_text("article")
+    for marker in ("{glue:", "{glue}", "glue:text", "glue:md", "glue:figure"):
+        assert marker not in body, f"{path.name}: unrendered glue ({marker})"
+    # maths rendered offline by MathJax
+    if "\\(" in page.content() or "\\[" in page.content():
+        assert page.query_selector("mjx-container"), f"{path.name}: maths not rendered (MathJax missing)"
+    # internal links: target file exists and, if any, the anchor exists on it
+    hrefs = page.eval_on_selector_all("article a[href]", "els => els.map(e => e.getAttribute('href'))")
+    for h in hrefs:
+        u = urlparse(h)
+        if u.scheme or h.startswith("mailto:"):
+            continue
+        target = (path.parent / unquote(u.path)).resolve() if u.path else path
+        assert target.exists(), f"{path.name}: dead link {h}"
+        if u.fragment and target.suffix == ".html":
+            assert f'id="{u.fragment}"' in target.read_text(), f"{path.name}: dead anchor {h}"
+    assert not errors, f"{path.name}: JavaScript errors {errors}"
+    shots = HTML.parent.parent / "screenshots"
+    shots.mkdir(exist_ok=True)
+    page.screenshot(path=str(shots / f"{path.stem}.png"), full_page=True)
+    page.close()
