@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import ledger
 from .chapters import CHAPTERS
 from .results import compare, load
 from .runner import REPO, build_dir
@@ -83,6 +84,9 @@ def stage(profile: str, root: Path | None = None) -> Path:
                 shutil.copytree(bdir / src.stem / "figures", st / "chapters" / "figures" / src.stem)
         else:
             shutil.copy(src, st / "chapters" / src.name)
+    intro = st / "chapters" / "intro.md"
+    if intro.exists() and ledger.MARKER in intro.read_text():
+        intro.write_text(intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS)))
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
     return st
 
