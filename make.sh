@@ -3,6 +3,7 @@
 #   bash make.sh book   set up .venv if needed, run every chapter at the full profile, build the HTML book
 #   bash make.sh test   set up .venv if needed, run every chapter at smoke + check + strict book build,
 #                       then the test suite (pytest)
+#   bash make.sh paper  on a CUDA machine: every chapter at the paper profile, recorded in data/expected/paper/
 #   bash make.sh setup  only the set-up
 # Needs only Python 3.11 and git; installs from the package registry alone.
 set -euo pipefail
@@ -49,5 +50,11 @@ case "${1:-}" in
     "$VENV/bin/rcbook" check --profile smoke
     "$VENV/bin/python" -m pytest -q tests
     ;;
-  *) echo "usage: bash make.sh book|test|setup" >&2; exit 2 ;;
+  paper)
+    setup
+    "$VENV/bin/rcbook" run all --profile paper --device cuda
+    "$VENV/bin/rcbook" record --profile paper
+    "$VENV/bin/rcbook" book --profile paper --device cuda
+    ;;
+  *) echo "usage: bash make.sh book|test|paper|setup" >&2; exit 2 ;;
 esac

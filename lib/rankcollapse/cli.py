@@ -40,12 +40,40 @@ def cmd_list(a) -> int:
     return 0
 
 
+def paper_guard(a, names) -> int | None:
+    """The paper profile expects a GPU: without one, say so and estimate the CPU time instead of starting."""
+    if a.profile != "paper" or a.device == "cuda" or getattr(a, "allow_cpu", False):
+        return None
+    import torch
+    if torch.cuda.is_available():
+        return None
+    from .book import expected_path
+    from .chapters import module
+    lines, total = [], 0.0
+    for n in names:
+        full = expected_path("full", n)
+        factor = getattr(module(n), "PAPER_VS_FULL", None)
+        if full.exists() and factor:
+            est = load(full)["wall_time_s"] * factor
+            total += est
+            lines.append(f"  {n:<20} ~{est / 60:6.1f} min on one CPU core (recorded full time x {factor:g})")
+        else:
+            lines.append(f"  {n:<20} no estimate (no recorded full run or no PAPER_VS_FULL factor)")
+    print("rcbook: the 'paper' profile runs the papers' own sizes and expects a CUDA GPU; none is available here.\n"
+          "Estimated CPU time instead:\n" + "\n".join(lines) + f"\n  total at least ~{total / 3600:.1f} h.\n"
+          "Run it on a GPU machine with --device cuda (bash make.sh paper), or add --allow-cpu to start anyway.",
+          file=sys.stderr)
+    return 2
+
+
 def cmd_run(a) -> int:
     from .runner import run_many
     overrides = {}
     for name, value in a.param or []:
         overrides[name] = parse_cli_value(value)
     names = _names([a.chapter])
+    if (rc := paper_guard(a, names)) is not None:
+        return rc
     if a.verbose:  # stream every cell's output (the chapter's progress lines) as it runs
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     outcomes = run_many(names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs, log_output=a.verbose)
@@ -96,6 +124,8 @@ def cmd_record(a) -> int:
 def cmd_book(a) -> int:
     from .book import build
     from .runner import run_many
+    if (rc := paper_guard(a, list(CHAPTERS))) is not None:
+        return rc
     outcomes = run_many(list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs)
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:
@@ -119,6 +149,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--profile", default="full", choices=PROFILES)
         if device:
             p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+            p.add_argument("--allow-cpu", action="store_true", help="run the paper profile even without a GPU")
 
     p = sub.add_parser("list", help="chapters and their parameters")
     p.add_argument("chapters", nargs="*")

@@ -39,6 +39,10 @@ SCHEMA = Schema("decomposition", [
           low=1, high=1000),
 ])
 
+# estimated cost of the paper profile relative to full (more seeds, larger enumerations); used by
+# `rcbook run --profile paper` to tell a CPU user how long it would take
+PAPER_VS_FULL = 3.0
+
 # (name, heads H, layers L) as listed in the spec
 ARCHITECTURES = [
     ("DeiT-T", 3, 12), ("MobileBERT", 4, 12), ("DistilBERT", 12, 6), ("BERT-Base / ViT-B", 12, 12),
