@@ -181,15 +181,20 @@ def search_counterexample(claim: str, sizes: list[tuple[int, int]], trials: int,
                           with_bias: bool = False) -> dict | None:
     """The first input (smallest size first, then draw order) on which ``claim`` fails.
 
-    Inputs are integer matrices with entries in ``[-entries, entries]`` (exact, readable); with ``with_bias``
+    Inputs alternate between integer matrices with entries in ``[-entries, entries]`` and integer token sets
+    on a line (``1 p^T + t q^T``), since low-rank inputs are where rank can change; with ``with_bias``
     the LN bias is an integer vector too (gain 1). ``eps = 0``; inputs with a constant token are skipped.
     Returns ``None`` when no counterexample is found.
     """
     g = torch.Generator(device="cpu").manual_seed(int(seed))
     _, fn = CLAIMS[claim]
+    ri = lambda *s: torch.randint(-entries, entries + 1, s, generator=g).to(torch.float64)  # noqa: E731
     for n, d in sizes:
-        for _ in range(trials):
-            X = torch.randint(-entries, entries + 1, (n, d), generator=g).to(torch.float64)
+        for k in range(trials):
+            if k % 2 == 0:  # a generic integer matrix
+                X = ri(n, d)
+            else:  # a degenerate one: tokens on a line, 1 p^T + t q^T (affine rank <= 1)
+                X = torch.ones(n, 1, dtype=torch.float64) @ ri(1, d) + ri(n, 1) @ ri(1, d)
             bvec = torch.randint(-entries, entries + 1, (d,), generator=g).to(torch.float64) if with_bias else None
             if not ln_defined(X):
                 continue
