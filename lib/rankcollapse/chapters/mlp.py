@@ -204,14 +204,26 @@ def sensitivity_sweep(p, ws: float, device, log=print) -> list[dict]:
 
 
 def summarise_sensitivity(rows: list[dict]) -> list[dict]:
+    """Medians per MLP scale. Jacobian norms of exactly 0 or non-finite are left out: there the softmax has
+    saturated in float64 (one-hot attention), so the autodiff Jacobian is not the network's sensitivity; a scale
+    whose every network is so affected is dropped. ``excluded`` counts the networks left out."""
     out = []
     for s in sorted({r["mlp_scale"] for r in rows}):
         g = [r for r in rows if r["mlp_scale"] == s]
+        ok = [r for r in g if r["sens_abs"] > 0 and math.isfinite(r["sens_abs"]) and math.isfinite(r["sens_rel"])]
+        if not ok:
+            continue
         out.append({"mlp_scale": s, "lambda": float(np.median([r["lambda"] for r in g])),
                     "A": float(np.median([r["A"] for r in g])),
-                    "log10_sens_abs": float(np.median([math.log10(r["sens_abs"]) for r in g])),
-                    "log10_sens_rel": float(np.median([math.log10(r["sens_rel"]) for r in g]))})
+                    "log10_sens_abs": float(np.median([math.log10(r["sens_abs"]) for r in ok])),
+                    "log10_sens_rel": float(np.median([math.log10(r["sens_rel"]) for r in ok])),
+                    "excluded": len(g) - len(ok)})
     return out
+
+
+def excluded_count(rows: list[dict]) -> int:
+    """Networks whose Jacobian norm came out 0 or non-finite (saturated softmax in float64)."""
+    return int(sum(not (r["sens_abs"] > 0 and math.isfinite(r["sens_abs"])) for r in rows))
 
 
 def trade(summary: list[dict]) -> dict:
