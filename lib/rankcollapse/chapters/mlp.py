@@ -181,6 +181,31 @@ def slowing(summary: list[dict], ws: float) -> dict:
             "rho_all": spearman([r["lambda"] for r in g], A)}
 
 
+def describe_slowing(summary: list[dict], ws: float) -> str:
+    """One markdown sentence, from the numbers, on how rank preservation moves with lambda at one weight scale."""
+    sl = slowing(summary, ws)
+    base = next(r["A"] for r in summary if r["weight_scale"] == ws and r["mlp_scale"] == 0)
+    lam, A = sl["lambda"], sl["A"]
+    k = int(np.argmax(A))
+    parts = [f"at attention weight scale {ws:g}"]
+    if k == 0:
+        parts.append(f"rank preservation is largest at the smallest λ ({lam[0]:.3g}) and falls by "
+                     f"{A[0] - A[-1]:.2f} decades up to λ = {lam[-1]:.3g}: a larger λ *speeds* the collapse")
+    else:
+        parts.append(f"rank preservation rises by {A[k] - A[0]:.2f} decades from λ = {lam[0]:.3g} to λ = {lam[k]:.3g}")
+        fall = A[k] - A[-1]
+        parts.append(f"then falls by {fall:.2f} decades up to λ = {lam[-1]:.3g}" if fall >= 0.05 else
+                     f"and stays there up to λ = {lam[-1]:.3g}")
+    better = sum(a > base for a in A)
+    if better == 0:
+        parts.append(f"and with every λ the network keeps less rank than the same SAN without MLP ({base:.2f})")
+    elif better == len(A):
+        parts.append(f"and with every λ it keeps more rank than the same SAN without MLP ({base:.2f})")
+    else:
+        parts.append(f"and {better} of {len(A)} values of λ keep more rank than the same SAN without MLP ({base:.2f})")
+    return ", ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "") + "."
+
+
 # -- (c) the sensitivity trade -----------------------------------------------------------------------
 def sensitivity_sweep(p, ws: float, device, log=print) -> list[dict]:
     """Per MLP scale (one weight scale): rank preservation and input sensitivity of the whole network."""
