@@ -71,6 +71,9 @@ class PathSplit:
 
 
 def _bias_term(san: SAN, atts: list[Tensor], like: Tensor) -> Tensor:
+    if not getattr(san.cfg, "plain", True):
+        raise ValueError("the path decomposition (Theorem 2.1) holds for pure SANs only: "
+                         "this network has an MLP or layer normalisation")
     B = torch.zeros_like(like)
     for l in range(san.cfg.n_layers):
         B = (B if san.cfg.skip else 0) + san.mix(l, atts[l], B) + san.b[l]

@@ -10,6 +10,8 @@ import importlib
 
 CHAPTERS = {
     "decomposition": "rankcollapse.chapters.decomposition",
+    "mlp": "rankcollapse.chapters.mlp",
+    "layernorm": "rankcollapse.chapters.layernorm",
 }
 
 
