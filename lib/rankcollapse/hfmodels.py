@@ -18,6 +18,7 @@ implementation that returns attention matrices).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -174,6 +175,7 @@ def corpus() -> tuple[str, str]:
     return text, hashlib.sha256(text.encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
 def bert_tokenizer():
     """The BERT (uncased WordPiece) tokenizer shipped with the MiniLM package, used for models without one."""
     _quiet()
@@ -184,23 +186,34 @@ def bert_tokenizer():
 _TOKEN_CACHE: dict = {}
 
 
+def special_template(tokenizer) -> tuple[list[int], list[int]]:
+    """The special ids a tokenizer puts before and after one sequence (BERT: [CLS] / [SEP]; XLNet: - / <sep> <cls>)."""
+    inner = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(inner) + 1):
+        if full[i:i + len(inner)] == inner:
+            return full[:i], full[i + len(inner):]
+    raise ValueError(f"cannot locate the content inside {type(tokenizer).__name__}'s special-token template")
+
+
 def token_windows(tokenizer, text: str, n_seq: int, n_tokens: int) -> torch.Tensor:
     """``n_seq`` sequences of exactly ``n_tokens`` ids: evenly spaced windows over the tokenised text, each with
     the tokenizer's own special tokens (BERT: [CLS] … [SEP]; XLNet: … <sep> <cls>).
 
     Deterministic (no randomness): window ``i`` starts at ``i * (N - w) // max(n_seq - 1, 1)``.
     """
-    key = (id(tokenizer), hashlib.sha256(text.encode()).hexdigest())
+    key = (type(tokenizer).__name__, getattr(tokenizer, "name_or_path", ""), len(tokenizer),
+           hashlib.sha256(text.encode()).hexdigest())
     if key not in _TOKEN_CACHE:
         _TOKEN_CACHE[key] = tokenizer(text, add_special_tokens=False, return_attention_mask=False,
                                       verbose=False)["input_ids"]
     ids = _TOKEN_CACHE[key]
-    n_special = len(tokenizer.build_inputs_with_special_tokens([]))
-    w = n_tokens - n_special
+    pre, post = special_template(tokenizer)
+    w = n_tokens - len(pre) - len(post)
     if w < 1 or len(ids) < w:
         raise ValueError(f"cannot cut {n_seq} windows of {n_tokens} tokens from {len(ids)} tokens")
     starts = [i * (len(ids) - w) // max(n_seq - 1, 1) for i in range(n_seq)]
-    rows = [tokenizer.build_inputs_with_special_tokens(ids[s:s + w]) for s in starts]
+    rows = [pre + list(ids[s:s + w]) + post for s in starts]
     out = torch.tensor(rows, dtype=torch.long)
     assert out.shape == (n_seq, n_tokens)
     return out

@@ -10,6 +10,7 @@ import importlib
 
 CHAPTERS = {
     "decomposition": "rankcollapse.chapters.decomposition",
+    "real-models": "rankcollapse.chapters.real_models",
 }
 
 
