@@ -225,10 +225,11 @@ def q2_summary(q: dict) -> dict:
 
 # -- verdict rules ------------------------------------------------------------------------------------------
 def verdict_c1(summ: dict) -> tuple[str, dict]:
-    """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within half its depth, in every model."""
-    ev = {k: {"collapse_layer": s["SAN"]["collapse_layer"], "L": s["SAN"]["L"], "r_final": s["SAN"]["r_final"]}
-          for k, s in summ.items()}
-    ok = [0 <= e["collapse_layer"] <= max(1, e["L"] // 2) for e in ev.values()]
+    """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within the model's depth and ends more than three
+    orders of magnitude below its start (r_L < 1e-3 r_0), in every model."""
+    ev = {k: {"collapse_layer": s["SAN"]["collapse_layer"], "L": s["SAN"]["L"], "r0": s["SAN"]["r0"],
+              "r_final": s["SAN"]["r_final"]} for k, s in summ.items()}
+    ok = [e["collapse_layer"] >= 0 and e["r_final"] < 1e-3 * e["r0"] for e in ev.values()]
     never = [e["collapse_layer"] < 0 for e in ev.values()]
     return ("supported" if all(ok) else "refuted" if any(never) else "inconclusive"), ev
 
