@@ -281,5 +281,5 @@ def head_outputs(W: dict, X: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     ``X`` (..., n, d) is the layer input, ``P`` (..., H, n, n) the attention matrices of the forward pass. Biases
     only add ``1 c^T`` (P is row-stochastic), which has no residual.
     """
-    XV = torch.einsum("...nd,hde->...hne", X.double(), W["WV"])
-    return torch.einsum("...hnm,...hme,hef->...hnf", P.double(), XV, W["WO"])
+    XV = X.double().unsqueeze(-3) @ W["WV"]  # (..., H, n, d_v)
+    return (P.double() @ XV) @ W["WO"]

@@ -40,6 +40,8 @@ SCHEMA = Schema("real-models", [
     Param("q2_seq", "int", "sequences (the first ones) used for beta/gamma of open question Q2",
           {"smoke": 2, "full": 8, "paper": 32}, low=1, high=4096),
     Param("batch", "int", "sequences per forward pass", 8, low=1, high=4096),
+    Param("workers", "int", "processes (one thread each) the models are spread over; results do not depend on it",
+          {"smoke": 1, "full": 2, "paper": 1}, low=1, high=64),
 ])
 
 COLLAPSED = 1e-2  # mean r(X) below this is "≈0", the level the paper's figure cannot tell from zero
@@ -117,6 +119,54 @@ def token_ids(loaded: hm.Loaded, p) -> tuple[torch.Tensor, str]:
     if int(ids.max()) >= loaded.model.config.vocab_size:
         raise ValueError(f"token id {int(ids.max())} outside the vocabulary of {loaded.label}")
     return ids, which
+
+
+# -- one model, end to end (a unit of work for one process) -----------------------------------------------
+COST = {"xlnet": 3, "bert": 2, "albert": 2}  # relative cost at init, to start the dearest first
+
+
+def compute_model(spec, params: dict, device: str = "cpu") -> dict:
+    """Load one model, run its four variants and Q2; plain data only (so it can come back from a worker)."""
+    import os
+    from types import SimpleNamespace
+    if torch.device(device).type == "cpu":
+        torch.set_num_threads(int(os.environ.get("RCBOOK_THREADS", "1")))
+    p = SimpleNamespace(**params)
+    loaded = load(spec, p, device)
+    ids, which = token_ids(loaded, p)
+    quiet = lambda msg: None  # noqa: E731
+    curves = residual_curves(loaded, ids, p.batch, log=quiet)
+    summ = {**curve_summary(curves), "_arch": loaded.arch, "_state": loaded.state, "_label": loaded.label}
+    q = q2_stats(loaded, ids[: p.q2_seq], p.batch, log=quiet)
+    return {"key": f"{loaded.arch}_{loaded.state}", "summary": summ, "q2": q, "tokenizer": which,
+            "shape": list(ids.shape)}
+
+
+def run_all(p, device, workers: int = 1, log=print) -> list[dict]:
+    """Every model of the chapter (:func:`models`), in ``workers`` processes (one thread each); results in book
+    order and identical whatever ``workers`` is (each model has its own seed)."""
+    specs = models(p, device)
+    params = dict(vars(p))
+    dev = str(device)
+    out = {}
+    if workers <= 1 or len(specs) == 1:
+        for spec in specs:
+            r = compute_model(spec, params, dev)
+            out[spec] = r
+            log(f"{r['summary']['_label']} [{r['summary']['_state']}] done: r(X_L) SAN {r['summary']['SAN']['r_final']:.2g}, "
+                f"transformer {r['summary']['transformer']['r_final']:.3f}")
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        order = sorted(specs, key=lambda s: -(COST[s[1]] if s[0] == "init" else 1))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+            futs = {ex.submit(compute_model, s, params, dev): s for s in order}
+            for f in as_completed(futs):
+                r = f.result()
+                out[futs[f]] = r
+                log(f"{r['summary']['_label']} [{r['summary']['_state']}] done: r(X_L) SAN "
+                    f"{r['summary']['SAN']['r_final']:.2g}, transformer {r['summary']['transformer']['r_final']:.3f}")
+    return [out[s] for s in specs]
 
 
 # -- Figure 2: r(X_l) per variant ---------------------------------------------------------------------------
