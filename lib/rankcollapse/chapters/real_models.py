@@ -117,7 +117,10 @@ def token_ids(loaded: hm.Loaded, p) -> tuple[torch.Tensor, str]:
     tok, which = (loaded.tokenizer, "own") if loaded.tokenizer is not None else (hm.bert_tokenizer(), "BERT (MiniLM)")
     ids = hm.token_windows(tok, text, p.n_seq, p.n_tokens)
     if int(ids.max()) >= loaded.model.config.vocab_size:
-        raise ValueError(f"token id {int(ids.max())} outside the vocabulary of {loaded.label}")
+        raise ParameterError(f"the tokenizer of {loaded.label} could not be loaded offline and the BERT tokenizer's ids "
+                             f"exceed its vocabulary ({loaded.model.config.vocab_size}); put the tokenizer files into "
+                             "the checkpoint folder (sentencepiece-based tokenizers also need `pip install "
+                             "sentencepiece`)")
     return ids, which
 
 
