@@ -200,7 +200,8 @@ def curve_summary(curves: dict) -> dict:
                 "collapse_layer": int(below[0]) if len(below) else -1,
                 "min_r": float(m.min()),
                 "mean_log10_r": float(np.mean(np.log10(np.maximum(m[1:], 1e-12)))), "L": L,
-                "mean": m.tolist(), "std": c["r"].std(axis=1).tolist()}
+                "mean": m.tolist(), "std": c["r"].std(axis=1).tolist(),
+                "q10": np.percentile(c["r"], 10, axis=1).tolist(), "q90": np.percentile(c["r"], 90, axis=1).tolist()}
     return s
 
 
@@ -337,10 +338,11 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
                 for v in sg.VARIANTS:
                     m, sd = np.array(summ[key][v]["mean"]), np.array(summ[key][v]["std"])
                     x = np.arange(len(m)); xmax = max(xmax, len(m) - 1)
-                    if log_scale:
-                        lo = np.maximum(m - sd, 1e-9)
+                    if log_scale:  # mean, and the 10-90 % range over sequences (mean ± std is not positive)
+                        lo, hi = np.array(summ[key][v]["q10"]), np.array(summ[key][v]["q90"])
                         ax.plot(x, np.maximum(m, 1e-9), color=VARIANT_COLOURS[v], marker=".", label=v)
-                        ax.fill_between(x, lo, np.maximum(m + sd, 1e-9), color=VARIANT_COLOURS[v], alpha=0.2)
+                        ax.fill_between(x, np.maximum(lo, 1e-9), np.maximum(hi, 1e-9), color=VARIANT_COLOURS[v],
+                                        alpha=0.2)
                     else:
                         ax.plot(x, m, color=VARIANT_COLOURS[v], marker=".", label=v)
                         ax.fill_between(x, m - sd, m + sd, color=VARIANT_COLOURS[v], alpha=0.2)
