@@ -390,7 +390,7 @@ def fig_q2(qs: dict):
     axes[0].set_xlabel("log10 4γ_h β_h / √d_qk  (per head, layer, sequence)"); axes[0].set_ylabel("density")
     axes[1].set_xlabel("layer"); axes[1].set_ylabel("log10 β_h (mean, min–max over heads)")
     axes[2].set_xlabel("layer"); axes[2].set_ylabel("log10 (median over sequences)")
-    axes[0].legend(fontsize=6); axes[2].legend(fontsize=5)
+    axes[0].legend(fontsize=6); axes[2].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     return fig
 
