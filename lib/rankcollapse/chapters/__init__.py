@@ -12,6 +12,7 @@ CHAPTERS = {
     "decomposition": "rankcollapse.chapters.decomposition",
     "mlp": "rankcollapse.chapters.mlp",
     "layernorm": "rankcollapse.chapters.layernorm",
+    "real-models": "rankcollapse.chapters.real_models",
 }
 
 
