@@ -10,6 +10,7 @@ import importlib
 
 CHAPTERS = {
     "decomposition": "rankcollapse.chapters.decomposition",
+    "toy-tasks": "rankcollapse.chapters.toy_tasks",
 }
 
 
