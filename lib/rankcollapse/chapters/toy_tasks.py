@@ -272,7 +272,7 @@ def path_effectiveness(task, p, seed, cache, log=print) -> dict:
     out["learned"] = above >= 0.1
     rec = [(a - out["chance"]) / above if above > 0 else float("nan") for a in out["upto"]]
     out["recovered"] = rec
-    out["l90"] = next((l for l in range(L + 1) if rec[l] >= 0.9), L) if above > 0 else None
+    out["l90"] = next((l for l in range(L + 1) if rec[l] >= 0.9), L) if out["learned"] else None
     log(f"{TASK_NAMES[task]}: full accuracy {out['full']:.3f} (chance {out['chance']:.3f}); "
         f"paths <= l: {[round(a, 3) for a in out['upto']]}; sampled: {[round(a, 3) for a in out['sampled_mean']]}")
     return out
