@@ -13,6 +13,7 @@ CHAPTERS = {
     "mlp": "rankcollapse.chapters.mlp",
     "layernorm": "rankcollapse.chapters.layernorm",
     "real-models": "rankcollapse.chapters.real_models",
+    "toy-tasks": "rankcollapse.chapters.toy_tasks",
 }
 
 
