@@ -20,7 +20,7 @@ def executed(tmp_path_factory):
 
 
 def test_book_renders_glue_and_figures(executed):
-    st = stage("smoke", executed)
+    st = stage("smoke", executed, only=["decomposition"])
     rc, html = build_staged(st, executed / "smoke")
     assert rc == 0
     page = (html / "chapters" / "decomposition.html").read_text()
@@ -33,7 +33,7 @@ def test_book_renders_glue_and_figures(executed):
 
 
 def test_broken_reference_fails_the_build(executed):
-    st = stage("smoke", executed)
+    st = stage("smoke", executed, only=["decomposition"])
     nb_path = st / "chapters" / "decomposition.ipynb"
     nb = json.loads(nb_path.read_text())
     md = next(c for c in nb["cells"] if c["cell_type"] == "markdown")

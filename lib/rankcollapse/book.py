@@ -65,16 +65,35 @@ def status_page(profile: str, root: Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stage(profile: str, root: Path | None = None) -> Path:
-    """Lay out the book sources for ``profile``; returns the staging folder."""
+def _reduced_toc(only: list[str]) -> str:
+    """The repository's _toc.yml keeping only the given notebook chapters (plain pages stay)."""
+    import yaml
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    for part in toc.get("parts", []):
+        part["chapters"] = [c for c in part["chapters"] if not (Path(c["file"]).stem in CHAPTERS
+                                                                and Path(c["file"]).stem not in only)]
+    toc["parts"] = [p for p in toc["parts"] if p["chapters"]]
+    return yaml.safe_dump(toc, sort_keys=False)
+
+
+def stage(profile: str, root: Path | None = None, only: list[str] | None = None) -> Path:
+    """Lay out the book sources for ``profile``; returns the staging folder.
+
+    ``only``: build a partial book with just these notebook chapters (used by the tests).
+    """
     bdir = build_dir(profile, root)
     st = bdir / "_book"
     if st.exists():
         shutil.rmtree(st)
     (st / "chapters").mkdir(parents=True)
-    for f in ("_config.yml", "_toc.yml"):
-        shutil.copy(REPO / f, st / f)
+    shutil.copy(REPO / "_config.yml", st / "_config.yml")
+    if only is None:
+        shutil.copy(REPO / "_toc.yml", st / "_toc.yml")
+    else:
+        (st / "_toc.yml").write_text(_reduced_toc(only))
     for src in sorted((REPO / "chapters").glob("*.md")):
+        if is_notebook_source(src) and only is not None and src.stem not in only:
+            continue
         if is_notebook_source(src):
             nb = bdir / src.stem / f"{src.stem}.ipynb"
             if not nb.exists():
