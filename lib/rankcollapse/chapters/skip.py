@@ -60,9 +60,9 @@ COLLAPSE_TOL = 1e-6  # r(X_L) at or below this counts as collapsed in (b): ten o
 
 C2_RULE = ("supported if every construction (zero values, uniform attention, residual-orthogonal family) keeps "
            "||res(X_L)||/||res(X)|| = 1 up to its round-off scale at every depth and beta that stays in float range, "
-           "AND at random initialisation no SAN+skip network ends with r(X_L) <= 1e-6 while most pure SANs do; "
-           "refuted if a construction fails or skip networks collapse at least as often as pure SANs; "
-           "inconclusive otherwise")
+           "AND at random initialisation no SAN+skip network ends with relative r(X_L) <= 1e-6 while most pure SANs "
+           "do; refuted if a construction fails or skip networks collapse at least as often as pure SANs; "
+           "inconclusive otherwise (e.g. some skip networks collapse in the relative residual)")
 Q1_RULE = ("an open problem cannot be settled by search: the smallest ratio found is achievable, so it bounds any "
            "valid lower bound from above but proves none; the verdict is 'inconclusive' by construction, with the "
            "frontier (smallest ratio found per depth and beta) as the evidence")
@@ -199,7 +199,8 @@ def curve_summary(rows) -> dict:
             out[f"{'skip' if skip else 'san'}_{s:g}"] = {
                 "r_L_median": float(np.median([r["r"][-1] for r in sel])),
                 "r_L_min": float(min(r["r"][-1] for r in sel)),
-                "ratio_median": float(np.median([r["r"][-1] / r["r"][0] for r in sel]))}
+                "ratio_median": float(np.median([r["r"][-1] / r["r"][0] for r in sel])),
+                "abs_ratio_min": float(min(r["res"][-1] / r["res"][0] for r in sel))}
     return out
 
 
@@ -277,19 +278,25 @@ def fig_constructions(rows):
 def fig_skip_curves(rows, floor_mult):
     import matplotlib.pyplot as plt
     scales = sorted({r["scale"] for r in rows})
-    fig, axes = plt.subplots(1, len(scales), figsize=(3.2 * len(scales), 3.3), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(2, len(scales), figsize=(3.2 * len(scales), 6.0), sharey="row", squeeze=False)
     floor = float_floor(torch.float64, floor_mult)
-    for ax, s in zip(axes[0], scales):
+    for j, s in enumerate(scales):
+        ax, ax2 = axes[0][j], axes[1][j]
         for r in (x for x in rows if x["scale"] == s):
             top = r["floor_at"] if r["floor_at"] is not None else len(r["r"])
             c = "C1" if r["skip"] else "C0"
-            ax.plot(range(top), r["r"][:top], color=c, lw=1, marker=".", ms=3,
-                    label=("SAN+skip" if r["skip"] else "SAN") if r["seed"] == 0 else None)
+            lab = ("SAN+skip" if r["skip"] else "SAN") if r["seed"] == 0 else None
+            ax.plot(range(top), r["r"][:top], color=c, lw=1, marker=".", ms=3, label=lab)
             if r["floor_at"] is not None:
                 ax.plot([top - 1], [r["r"][top - 1]], "x", color=c)
+            ax2.plot(range(top), [v / r["res"][0] for v in r["res"][:top]], color=c, lw=1, marker=".", ms=3,
+                     label=lab)
         ax.axhline(floor, color="grey", ls=":", lw=1)
-        ax.set_yscale("log"); ax.set_title(f"weight scale {s:g}", fontsize=9); ax.set_xlabel("layer l")
-    axes[0][0].set_ylabel("r(X_l)"); axes[0][0].legend(fontsize=7)
+        ax2.axhline(1, color="grey", ls=":", lw=1)
+        ax.set_yscale("log"); ax.set_title(f"weight scale {s:g}", fontsize=9)
+        ax2.set_yscale("log"); ax2.set_xlabel("layer l")
+    axes[0][0].set_ylabel("relative r(X_l)"); axes[0][0].legend(fontsize=7)
+    axes[1][0].set_ylabel("absolute ‖res(X_l)‖ / ‖res(X)‖")
     fig.tight_layout()
     return fig
 
