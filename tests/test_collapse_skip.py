@@ -156,3 +156,28 @@ def test_skip_check_rejects_bad_subspace():
     from rankcollapse.params import ParameterError
     with pytest.raises(ParameterError, match="subspace_dim"):
         sk.check(SimpleNamespace(d_model=8, heads=1, search_d=8, search_heads=1, subspace_dim=8))
+
+
+@pytest.mark.parametrize("profile", ["smoke", "full", "paper"])
+def test_profiles_resolve_and_pass_checks(profile):
+    from types import SimpleNamespace
+    for mod in (col, sk):
+        p = mod.SCHEMA.resolve({"profile": profile})
+        assert p["profile"] == profile
+    sk.check(SimpleNamespace(**sk.SCHEMA.resolve({"profile": profile})))
+    c = col.SCHEMA.resolve({"profile": profile})
+    col._check_heads(c["widths"], c["heads"])
+    if profile == "paper":  # BERT-Base-sized SAN
+        assert 768 in c["widths"] and 12 in c["heads"] and c["n_tokens"] == 128 and c["n_layers"] == 12
+
+
+def test_checked_ratio_distrusts_round_off():
+    cfg = SANConfig(2, 1, 4, skip=True, bias=False)
+    san = sk.zero_value_san(cfg, 0)
+    san.b.zero_()
+    R = M.res(random_tokens(5, 4, 0))
+    assert A.checked_ratio(san, R) == pytest.approx(1.0, abs=1e-14)
+    # a token mean 1e14 times the residual: subtracting it leaves too few digits of the residual to trust
+    X = R + 1e14 * torch.ones(1, 4, dtype=torch.float64)
+    assert A.checked_ratio(san, X) == math.inf
+    assert A.checked_ratio(san, torch.ones(5, 4, dtype=torch.float64)) == math.inf  # no residual at all

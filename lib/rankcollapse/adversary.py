@@ -25,6 +25,25 @@ def residual_ratio(san: SAN, X: Tensor) -> Tensor:
     return norm_1inf(res(hs[-1])) / norm_1inf(res(X))
 
 
+TRUST_DIGITS = 1e4  # a ratio is trusted only if it is at least this many times its round-off scale
+
+
+def checked_ratio(san: SAN, X: Tensor) -> float:
+    """The residual ratio as a float, or ``inf`` when it cannot be trusted: when the forward pass leaves the float
+    range, or when the ratio is within ``TRUST_DIGITS`` of its round-off scale ``eps * ||X_L|| / ||res(X)||``
+    (a token mean grown so large that subtracting it wipes out the residual would otherwise read as collapse)."""
+    with torch.no_grad():
+        hs, _ = san.forward(X)
+        den = float(norm_1inf(res(X)))
+        if not den > 0:
+            return math.inf
+        v = float(norm_1inf(res(hs[-1]))) / den
+        scale = float(torch.finfo(X.dtype).eps) * float(norm_1inf(hs[-1])) / den
+    if not (math.isfinite(v) and math.isfinite(scale)) or v < TRUST_DIGITS * scale:
+        return math.inf
+    return v
+
+
 def head_betas(san: SAN) -> Tensor:
     """``beta_h`` of every layer and head: shape (L, H)."""
     WQK = san.WQ @ san.WK.transpose(-1, -2)
@@ -81,7 +100,7 @@ def random_search(cfg: SANConfig, X: Tensor, beta: float, samples: int, gen: tor
     with torch.no_grad():
         for _ in range(samples):
             san = random_on_constraint(cfg, beta, gen, X.dtype)
-            v = float(residual_ratio(san, X))
+            v = checked_ratio(san, X)
             if v < best:
                 best, best_san = v, san
     return best, best_san
@@ -96,7 +115,7 @@ def structured_search(cfg: SANConfig, X: Tensor, beta: float, grid: int = 25) ->
             a = max(a, 1e-12)
             c = beta / a
             san = sharpen_subtract(cfg, a, c, X.dtype)
-            v = float(residual_ratio(san, X))
+            v = checked_ratio(san, X)
             if v < best:
                 best, best_san = v, san
     return best, best_san
@@ -118,14 +137,20 @@ def adversarial_search(start: SAN, X: Tensor, beta: float, steps: int, lr: float
         bh = head_betas(start).clamp_min(1e-300)[..., None, None] ** 0.25  # theta normalised to beta_h(theta) = 1
         theta = [(w / bh).clone().requires_grad_(True) for w in (start.WQ, start.WK, start.WV, start.WO)]
     opt = torch.optim.Adam(theta, lr=lr)
+    eps = float(torch.finfo(X.dtype).eps)
     best, best_san = math.inf, None
     for _ in range(steps + 1):
         opt.zero_grad()
         san = on_constraint(start.cfg, theta, beta)
-        ratio = residual_ratio(san, X)
-        v = float(ratio.detach())
-        if not math.isfinite(v):
+        hs, _ = san.forward(X)
+        den = norm_1inf(res(X))
+        ratio = norm_1inf(res(hs[-1])) / den
+        if not torch.isfinite(ratio):
             break
+        v = float(ratio.detach())
+        scale = eps * float(norm_1inf(hs[-1].detach())) / float(den)
+        if not math.isfinite(scale) or v < TRUST_DIGITS * scale:  # only trusted values count (see checked_ratio)
+            v = math.inf
         if v < best:
             best, best_san = v, clone(san)
         torch.log(ratio).backward()

@@ -320,6 +320,7 @@ def fig_exponent(rows):
     ax.axhline(3, color="k", ls="--", lw=1, label="theory: 3")
     ax.axhline(1, color="grey", ls=":", lw=1, label="linear rate: 1")
     ax.set_xscale("log"); ax.set_xlabel("weight scale"); ax.set_ylabel("fitted per-layer exponent")
+    ax.minorticks_off(); ax.set_xticks(scales); ax.set_xticklabels([f"{s:g}" for s in scales])
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -334,7 +335,7 @@ def fig_bound(b):
     ax.semilogy(ls, [row["beta"] for row in b["layers"]], "s-", label="β from the weights")
     ax.semilogy(ls, [row["factor"] for row in b["layers"]], "^-", label="4γβH/√d_qk")
     ax.axhline(1, color="grey", ls=":", lw=1)
-    ax.set_xlabel("layer"); ax.legend(fontsize=7)
+    ax.set_xlabel("layer"); ax.legend(fontsize=7); ax.set_xticks(ls)
     ax.set_title(f"d={b['d']}, H={b['H']}, d_qk={b['dqk']}, scale {b['scale']:g}", fontsize=9)
     ax = axes[1]
     L = range(len(b["res"]))
