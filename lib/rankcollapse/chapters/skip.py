@@ -76,6 +76,20 @@ def c2_verdict(exact_all: bool, san_collapsed: int, skip_collapsed: int, n_each:
     return "inconclusive"
 
 
+def c2_text(verdict: str, skip_collapsed: int, n_each: int) -> str:
+    """The sentence that explains the C2 verdict in the chapter's closing list."""
+    limit = ("Part (c) shows the limit of the claim: with a large enough β a network with skips can still be "
+             "driven to a tiny residual.")
+    if verdict == "supported":
+        return ("In the sense the paper proves (residual-preserving parameterisations exist at every depth and β) "
+                "and at random initialisation, where no skip network lost its relative residual. " + limit)
+    if verdict == "inconclusive":
+        return (f"The constructions hold exactly, but at random initialisation {skip_collapsed} of {n_each} skip "
+                "networks still drove the *relative* residual below the collapse threshold: the token mean outgrew "
+                "the residual (compare the absolute residual in the bottom row of the curves figure). " + limit)
+    return "A construction failed, or skip networks collapsed as often as pure SANs; see the evidence."
+
+
 def check(p) -> None:
     if p.d_model // p.heads < 1 or p.search_d // p.search_heads < 1:
         raise ParameterError("parameters 'heads'/'search_heads' must not exceed 'd_model'/'search_d'")
