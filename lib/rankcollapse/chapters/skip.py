@@ -79,7 +79,7 @@ def c2_verdict(exact_all: bool, san_collapsed: int, skip_collapsed: int, n_each:
 def c2_text(verdict: str, skip_collapsed: int, n_each: int) -> str:
     """The sentence that explains the C2 verdict in the chapter's closing list."""
     limit = ("Part (c) shows the limit of the claim: with a large enough β a network with skips can still be "
-             "driven to a tiny residual.")
+             "driven to a small fraction of its input's residual.")
     if verdict == "supported":
         return ("In the sense the paper proves (residual-preserving parameterisations exist at every depth and β) "
                 "and at random initialisation, where no skip network lost its relative residual. " + limit)
