@@ -10,6 +10,8 @@ import importlib
 
 CHAPTERS = {
     "decomposition": "rankcollapse.chapters.decomposition",
+    "collapse": "rankcollapse.chapters.collapse",
+    "skip": "rankcollapse.chapters.skip",
     "mlp": "rankcollapse.chapters.mlp",
     "layernorm": "rankcollapse.chapters.layernorm",
     "real-models": "rankcollapse.chapters.real_models",
