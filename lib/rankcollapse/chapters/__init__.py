@@ -10,6 +10,8 @@ import importlib
 
 CHAPTERS = {
     "decomposition": "rankcollapse.chapters.decomposition",
+    "repair-driver": "rankcollapse.chapters.repair_driver",
+    "repair-treatments": "rankcollapse.chapters.repair_treatments",
 }
 
 
