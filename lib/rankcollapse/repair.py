@@ -28,7 +28,7 @@ DRIVER_PARAMS = [
           low=1, high=10**7),
     Param("alpha_min", "float", "driver: the skip scale's floor", 0.02, low=0.0, high=1.0),
     Param("tail_steps", "int", "driver: steps held at alpha_min after the ramp (the final srank is read there)",
-          {"smoke": 150, "full": 300, "paper": 1000}, low=0, high=10**7),
+          {"smoke": 200, "full": 300, "paper": 1000}, low=0, high=10**7),
     Param("branch_steps", "int", "steps of each treatment branch (also how far the healthy run goes past the driver)",
           {"smoke": 100, "full": 600, "paper": 4000}, low=10, high=10**7),
     Param("seeds", "int_list", "one driver (collapse event) and one healthy network per seed",

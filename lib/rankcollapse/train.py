@@ -151,13 +151,15 @@ def mean_sq_cosine(X: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def probe_measure(model: TinyLM, probe: tuple[Tensor, Tensor], entropy: bool = False) -> dict:
-    """Probe loss and srank (mean over the probe sequences) of every block's output; optionally attention
-    entropy (normalised, per block)."""
+def probe_measure(model: TinyLM, probe: tuple[Tensor, Tensor], entropy: bool = False,
+                  all_blocks: bool = True) -> dict:
+    """Probe loss and srank (mean over the probe sequences) of every block's output (``all_blocks``) or of the
+    last block only (a list of one; what the training loop records every ``measure_every`` steps, to keep
+    the measurement cheap); optionally attention entropy (normalised, per block)."""
     x, y = probe
     logits, hs, ps = model(x, hidden=True, probs=entropy)
     out = {"loss": float(F.cross_entropy(logits.flatten(0, 1), y.flatten())),
-           "srank": [float(stable_rank(h).mean()) for h in hs]}
+           "srank": [float(v) for v in stable_rank(torch.stack(hs if all_blocks else hs[-1:])).mean(-1)]}
     if entropy:
         out["entropy"] = [float(e) for e in lm.attention_entropy(ps)]
     return out
@@ -275,25 +277,26 @@ def train(spec: RunSpec, state: TrainState, until: int, *, ckpt: Path | None = N
 
     At every step ``t`` (weights after ``t`` updates): if ``t % measure_every == 0`` the probe batch is
     measured first (and ``on_measure(state, m)`` called; it may write ``state.extra``); then one AdamW update
-    on batch ``t`` with ``alpha(t)``. Checkpoints are written after the measurement at multiples of
-    ``ckpt_every``, so a resumed run repeats nothing and skips nothing.
+    on batch ``t`` with ``alpha(t)``. Checkpoints hold the state at the start of steps that are multiples of
+    ``ckpt_every`` (before that step's measurement), so a resumed run repeats nothing and skips nothing.
     """
     corpus = lm.corpus()
     probe = corpus.probe(spec.seed, spec.probe_batch, spec.model.ctx)
     model, opt, hist = state.model, state.opt, state.hist
     params = [p for p in model.parameters()]
     t_last = time.perf_counter()
+    first = state.step
     while state.step <= until:
         t = state.step
+        if ckpt is not None and t % ckpt_every == 0 and t > first:
+            save_state(state, ckpt)  # the state before step t's measurement: a resumed run redoes step t whole
         model.alpha = spec.alpha(t)
         if t % spec.measure_every == 0:
-            m = probe_measure(model, probe)
+            m = probe_measure(model, probe, all_blocks=False)
             hist["m_step"].append(t); hist["srank"].append(m["srank"]); hist["probe_loss"].append(m["loss"])
             hist["alpha"].append(model.alpha)
             if on_measure is not None:
                 on_measure(state, m)
-            if ckpt is not None and t % ckpt_every == 0 and t > 0:
-                save_state(state, ckpt)
             if log is not None and t % 100 == 0:
                 dt = time.perf_counter() - t_last; t_last = time.perf_counter()
                 log(f"step {t} alpha {model.alpha:.3f} srank {m['srank'][-1]:.2f} loss {m['loss']:.3f} ({dt:.0f}s)")
@@ -353,7 +356,8 @@ class DriverSpec:
     settle_steps: int = 100
 
 
-def driver(ds: DriverSpec, *, log=None, stop_at: int | None = None, root: Path | None = None) -> dict:
+def driver(ds: DriverSpec, *, log=None, stop_at: int | None = None, root: Path | None = None,
+           ckpt_every: int = 200) -> dict:
     """Run (or load) a driver. Returns its summary: history, detector result, and the path of the saved
     settled collapse (``None`` if it never settled). Killed runs resume from ``ckpt.pt``."""
     key = content_key("driver", ds)
@@ -376,7 +380,7 @@ def driver(ds: DriverSpec, *, log=None, stop_at: int | None = None, root: Path |
             save_state(st, d / "collapse.pt")
         st.extra["det"] = det.to_dict()
 
-    train(spec, state, ds.steps, ckpt=ck, on_measure=on_measure, log=log, stop_at=stop_at)
+    train(spec, state, ds.steps, ckpt=ck, ckpt_every=ckpt_every, on_measure=on_measure, log=log, stop_at=stop_at)
     out = state.to_dict()
     out["final_probe"] = probe_measure(state.model, lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx),
                                        entropy=True)
@@ -394,14 +398,16 @@ def _summary(out: dict, d: Path) -> dict:
 
 
 def healthy(spec: RunSpec, steps: int, *, log=None, root: Path | None = None) -> dict:
-    """A run with the skip intact (alpha = 1 throughout), same seed; saved states every ``save_every`` steps
-    are not kept — the history (probe srank and loss every ``measure_every`` steps) is what is compared."""
+    """A run with the skip intact (alpha = 1 throughout) from the same initialisation and batches; its history
+    (probe srank and loss every ``measure_every`` steps) is what branches are compared with. Its detector is
+    armed from step 0, so early dips below the threshold are recorded (and their healing)."""
     spec = replace(spec, alpha_knots=((0, 1.0),), term=None)
     ds = DriverSpec(spec, steps, threshold=1.5)
     return driver(ds, log=log, root=root)
 
 
-def branch(parent: str, spec: RunSpec, steps: int, *, log=None, root: Path | None = None, stop_at=None) -> dict:
+def branch(parent: str, spec: RunSpec, steps: int, *, log=None, root: Path | None = None, stop_at=None,
+           ckpt_every: int = 200) -> dict:
     """Continue the saved state at ``parent`` (a ``.pt`` path) for ``steps`` steps under ``spec`` (its alpha
     knots and term use absolute step numbers). Cached by the parent's key and the spec."""
     pd = load_dict(Path(parent))
@@ -420,7 +426,7 @@ def branch(parent: str, spec: RunSpec, steps: int, *, log=None, root: Path | Non
         state.hist = empty_hist()
         state.extra = {"start": pd["step"]}
     start = state.extra["start"]
-    train(spec, state, start + steps, ckpt=ck, log=log, stop_at=stop_at)
+    train(spec, state, start + steps, ckpt=ck, ckpt_every=ckpt_every, log=log, stop_at=stop_at)
     out = state.to_dict()
     out["final_probe"] = probe_measure(state.model, lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx),
                                        entropy=True)

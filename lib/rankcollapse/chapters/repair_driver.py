@@ -20,7 +20,7 @@ SCHEMA = Schema("repair-driver", rp.DRIVER_PARAMS + [
           {"smoke": [0.02, 0.3], "full": [0.02, 0.05, 0.1, 0.2, 0.4], "paper": [0.01, 0.02, 0.05, 0.1, 0.2]},
           low=0.0, high=1.0),
     Param("depth_grid", "int_list", "depths of the knife-edge at alpha_min (first seed)",
-          {"smoke": [12], "full": [4, 6, 8, 12], "paper": [6, 12, 24]}, low=1, high=96),
+          {"smoke": [6, 12], "full": [4, 6, 8, 12], "paper": [6, 12, 24]}, low=1, high=96),
 ])
 
 
