@@ -77,12 +77,14 @@ def events(p, runs: dict) -> list[dict]:
             probe = lm.corpus().probe(s, 16, m.cfg.ctx)
             meas = tr.probe_measure(m, probe, entropy=True)
             row.update(collapse_loss=meas["loss"], collapse_entropy=float(np.mean(meas["entropy"])),
-                       collapse_entropy_blocks=meas["entropy"], collapse_srank=meas["srank"][-1],
+                       collapse_entropy_blocks=meas["entropy"], collapse_entropy_last=meas["entropy"][-1],
+                       collapse_srank=meas["srank"][-1],
                        healthy_loss_same_step=rp.at_step(h["hist"], t, "probe_loss"),
                        healthy_srank_same_step=rp.median_around(h["hist"], t))
         row["final_loss"] = d["final_probe"]["loss"]
         row["final_entropy"] = float(np.mean(d["final_probe"]["entropy"]))
         row["healthy_final_entropy"] = float(np.mean(h["final_probe"]["entropy"]))
+        row["healthy_final_entropy_last"] = h["final_probe"]["entropy"][-1]
         row["healthy_final_loss"] = h["final_probe"]["loss"]
         rows.append(row)
     return rows
@@ -102,6 +104,12 @@ def early_dip(p, runs: dict) -> list[dict]:
 
 
 # -- figures ----------------------------------------------------------------------------------------
+def _plain_log(ax) -> None:
+    """Log y-axis with plain tick labels (srank lives between 1 and a few)."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    ax.yaxis.set_major_formatter(ScalarFormatter()); ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def fig_drivers(p, runs: dict):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -117,7 +125,7 @@ def fig_drivers(p, runs: dict):
         ax[1].plot(h["m_step"], h["probe_loss"], lw=1, label=f"driver seed {s}")
         ax[1].plot(hh["m_step"], hh["probe_loss"], lw=1, ls="--", color="k", alpha=0.5)
     ax[0].axhline(p.threshold, color="gray", ls=":", lw=1)
-    ax[0].set_yscale("log"); ax[0].set_xlabel("step"); ax[0].set_ylabel("srank of the last block (probe)")
+    ax[0].set_yscale("log"); _plain_log(ax[0]); ax[0].set_xlabel("step"); ax[0].set_ylabel("srank of the last block (probe)")
     ax2 = ax[0].twinx(); t = np.arange(0, rp.driver_steps(p) + 1, 10)
     ax2.plot(t, [rp.run_spec(p, 0).alpha(int(x)) for x in t], color="C7", lw=0.8, alpha=0.6)
     ax2.set_ylabel("skip scale alpha (grey)")
@@ -134,7 +142,7 @@ def fig_knife_edge(p, runs: dict):
     for a in sorted(runs["alpha"]):
         h = runs["alpha"][a]["hist"]
         ax[0].plot(h["m_step"], rp.last_srank(h), lw=1, label=f"alpha_min {a:g}")
-    ax[0].axhline(p.threshold, color="gray", ls=":"); ax[0].set_yscale("log")
+    ax[0].axhline(p.threshold, color="gray", ls=":"); ax[0].set_yscale("log"); _plain_log(ax[0])
     ax[0].set_xlabel("step"); ax[0].set_ylabel("srank, last block"); ax[0].legend(fontsize=7)
     al = sorted(runs["alpha"])
     ax[1].plot(al, [final_srank(runs["alpha"][a]) for a in al], "o-")

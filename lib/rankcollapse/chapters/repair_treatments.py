@@ -153,6 +153,12 @@ def loglog_slope(x, y) -> float:
 
 
 # -- figures ----------------------------------------------------------------------------------------
+def _plain_log(ax) -> None:
+    """Log y-axis with plain tick labels (srank lives between 1 and a few)."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    ax.yaxis.set_major_formatter(ScalarFormatter()); ax.yaxis.set_minor_formatter(NullFormatter())
+
+
 def fig_after_switch(p, events, branches):
     """Figure 1: 50-step median srank of the last block after the switch, one panel per treatment."""
     import matplotlib.pyplot as plt
@@ -167,7 +173,7 @@ def fig_after_switch(p, events, branches):
                     label=f"seed {e['seed']}")
             ax.axhline(e["rec_threshold"], color=f"C{i}", ls=":", lw=0.8)
         ax.axhline(p.threshold, color="gray", lw=0.6)
-        ax.set_title(tname, fontsize=9); ax.set_yscale("log"); ax.set_xlabel("steps after switch", fontsize=8)
+        ax.set_title(tname, fontsize=9); ax.set_yscale("log"); _plain_log(ax); ax.set_xlabel("steps after switch", fontsize=8)
     for ax in axs.flat[len(T):]:
         ax.axis("off")
     axs[0, 0].set_ylabel("srank, last block (median)"); axs[0, 0].legend(fontsize=7)
