@@ -30,7 +30,7 @@ DRIVER_PARAMS = [
     Param("tail_steps", "int", "driver: steps held at alpha_min after the ramp (the final srank is read there)",
           {"smoke": 200, "full": 300, "paper": 1000}, low=0, high=10**7),
     Param("branch_steps", "int", "steps of each treatment branch (also how far the healthy run goes past the driver)",
-          {"smoke": 100, "full": 600, "paper": 4000}, low=10, high=10**7),
+          {"smoke": 200, "full": 600, "paper": 4000}, low=10, high=10**7),
     Param("seeds", "int_list", "one driver (collapse event) and one healthy network per seed",
           {"smoke": [0], "full": [0, 1, 2], "paper": [0, 1, 2, 3, 4, 5, 6, 7]}, low=0, high=2**31 - 1),
     Param("threshold", "float", "collapse threshold on the last block's srank", 1.5, low=1.0, high=100.0),

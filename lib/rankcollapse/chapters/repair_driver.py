@@ -106,7 +106,8 @@ def early_dip(p, runs: dict) -> list[dict]:
 # -- figures ----------------------------------------------------------------------------------------
 def _plain_log(ax) -> None:
     """Log y-axis with plain tick labels (srank lives between 1 and a few)."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+    ax.yaxis.set_major_locator(FixedLocator([1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32]))
     ax.yaxis.set_major_formatter(ScalarFormatter()); ax.yaxis.set_minor_formatter(NullFormatter())
 
 
@@ -147,6 +148,9 @@ def fig_knife_edge(p, runs: dict):
     al = sorted(runs["alpha"])
     ax[1].plot(al, [final_srank(runs["alpha"][a]) for a in al], "o-")
     ax[1].axhline(p.threshold, color="gray", ls=":"); ax[1].set_xscale("log")
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+    ax[1].xaxis.set_major_locator(FixedLocator(al)); ax[1].xaxis.set_major_formatter(ScalarFormatter())
+    ax[1].xaxis.set_minor_formatter(NullFormatter())
     ax[1].set_xlabel("alpha_min"); ax[1].set_ylabel("final srank (median of last 10)")
     dp = sorted(runs["depth"])
     ax[2].plot(dp, [final_srank(runs["depth"][d]) for d in dp], "s-")

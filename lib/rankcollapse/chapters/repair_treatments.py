@@ -155,7 +155,8 @@ def loglog_slope(x, y) -> float:
 # -- figures ----------------------------------------------------------------------------------------
 def _plain_log(ax) -> None:
     """Log y-axis with plain tick labels (srank lives between 1 and a few)."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+    ax.yaxis.set_major_locator(FixedLocator([1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32]))
     ax.yaxis.set_major_formatter(ScalarFormatter()); ax.yaxis.set_minor_formatter(NullFormatter())
 
 
