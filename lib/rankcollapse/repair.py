@@ -129,3 +129,11 @@ def median_around(hist: dict, step: int, k: int = 10) -> float:
 
 def q_of(srank: float) -> float:
     return math.sqrt(max(srank - 1.0, 0.0))
+
+
+def html_table(header: list[str], rows: list[list]) -> str:
+    """A plain HTML table (the book renders Markdown outputs as CommonMark, which has no tables)."""
+    from html import escape
+    th = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="table"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
