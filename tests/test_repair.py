@@ -42,3 +42,21 @@ def test_driver_schedule_and_branch_specs():
     assert h4.term == tr.Term("hinge", pytest.approx(0.8), 1.4) and h4.alpha(5000) == pytest.approx(p.alpha_min)
     assert trt.branch_spec(p, 0, 900, "untreated", betas, 1.4).term is None
     assert rp.q_of(3.0) == pytest.approx(2 ** 0.5) and rp.q_of(0.5) == 0.0
+
+
+def test_job_lock_serialises_identical_jobs(tmp_path, monkeypatch):
+    import threading
+    import time
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    kw = {"spec": "x", "steps": 1}
+    order = []
+
+    def hold():
+        with rp.job_lock("driver", kw):
+            order.append("a-in"); time.sleep(0.3); order.append("a-out")
+
+    t = threading.Thread(target=hold); t.start(); time.sleep(0.05)
+    with rp.job_lock("driver", dict(kw)):
+        order.append("b-in")
+    t.join()
+    assert order == ["a-in", "a-out", "b-in"]

@@ -8,8 +8,10 @@ them again — it never reads another chapter's output folder.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
+from contextlib import contextmanager
 
 from . import train as tr
 from .lm import LMConfig
@@ -94,7 +96,28 @@ def main_runs(p, log=None) -> tuple[dict, dict]:
     return drivers, healthy
 
 
+@contextmanager
+def job_lock(kind: str, kw: dict):
+    """An exclusive lock per job under ``build/states/locks/``: two chapters running at once (``rcbook book -j 2``)
+    that ask for the same run train it once; the second waits and then loads it."""
+    d = tr.states_dir() / "locks"
+    d.mkdir(parents=True, exist_ok=True)
+    name = hashlib.sha256(repr((kind, sorted(kw.items()))).encode()).hexdigest()[:24]
+    with open(d / f"{name}.lock", "w") as f:
+        try:
+            import fcntl
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not Unix: no cross-process lock
+            pass
+        yield
+
+
 def _dispatch(kind: str, kw: dict):
+    with job_lock(kind, kw):
+        return _run(kind, kw)
+
+
+def _run(kind: str, kw: dict):
     if kind == "driver":
         return tr.driver(**kw)
     if kind == "healthy":
