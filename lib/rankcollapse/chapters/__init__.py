@@ -16,6 +16,8 @@ CHAPTERS = {
     "layernorm": "rankcollapse.chapters.layernorm",
     "real-models": "rankcollapse.chapters.real_models",
     "toy-tasks": "rankcollapse.chapters.toy_tasks",
+    "repair-driver": "rankcollapse.chapters.repair_driver",
+    "repair-treatments": "rankcollapse.chapters.repair_treatments",
 }
 
 
