@@ -1,6 +1,6 @@
 """Training throughput (tokens/s) of the library's loop against a minimal plain-PyTorch loop, same model.
 
-    PYTHONPATH=lib python bench/train_throughput.py [--steps 60] [--repeats 3] [--depth 12] [--batch 16]
+    .venv/bin/python bench/train_throughput.py [--steps 60] [--repeats 3] [--depth 12] [--batch 16]
 
 Both train the same :class:`rankcollapse.lm.TinyLM` (same initialisation, AdamW lr 1e-3, clipping at 1) at
 the repair chapters' CPU scale, one thread. The library loop (:func:`rankcollapse.train.train`) also does
@@ -45,6 +45,26 @@ def library(cfg: lm.LMConfig, steps: int, batch: int, seed: int = 0) -> float:
     return steps * batch * cfg.ctx / (time.perf_counter() - t0)
 
 
+def measure(quick: bool = False, echo=print, steps: int = 60, repeats: int = 3, depth: int = 12,
+            batch: int = 16) -> list[dict]:
+    """Measure both loops alternately; print through ``echo``; return the summary row for bench/all.py."""
+    if quick:
+        steps, repeats = 20, 2
+    torch.set_num_threads(1)
+    cfg = lm.LMConfig(depth=depth)
+    lm.corpus()
+    plain(cfg, 5, batch); library(cfg, 5, batch)  # warm-up
+    p, l = [], []
+    for _ in range(repeats):
+        p.append(plain(cfg, steps, batch))
+        l.append(library(cfg, steps, batch))
+    echo(f"plain PyTorch loop : {max(p):9.0f} tokens/s (best of {repeats}: {', '.join(f'{x:.0f}' for x in p)})")
+    echo(f"library train()    : {max(l):9.0f} tokens/s (best of {repeats}: {', '.join(f'{x:.0f}' for x in l)})")
+    ratio = max(l) / max(p)
+    return [{"benchmark": "training throughput, library / plain loop", "measured": ratio, "unit": "x",
+             "target": ">= 0.9", "ok": ratio >= 0.9}]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=60)
@@ -52,18 +72,9 @@ def main(argv=None) -> int:
     ap.add_argument("--depth", type=int, default=12)
     ap.add_argument("--batch", type=int, default=16)
     a = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    cfg = lm.LMConfig(depth=a.depth)
-    lm.corpus()
-    plain(cfg, 5, a.batch); library(cfg, 5, a.batch)  # warm-up
-    p, l = [], []
-    for _ in range(a.repeats):
-        p.append(plain(cfg, a.steps, a.batch))
-        l.append(library(cfg, a.steps, a.batch))
-    print(f"plain PyTorch loop : {max(p):9.0f} tokens/s (best of {a.repeats}: {', '.join(f'{x:.0f}' for x in p)})")
-    print(f"library train()    : {max(l):9.0f} tokens/s (best of {a.repeats}: {', '.join(f'{x:.0f}' for x in l)})")
-    print(f"ratio library/plain: {max(l) / max(p):.3f} (target >= 0.9)")
-    return 0
+    row = measure(steps=a.steps, repeats=a.repeats, depth=a.depth, batch=a.batch)[0]
+    print(f"ratio library/plain: {row['measured']:.3f} (target >= 0.9)")
+    return 0 if row["ok"] else 1
 
 
 if __name__ == "__main__":
