@@ -1,4 +1,4 @@
-"""Chapter `repair-path`: force without transmission (Figures 2, 3, 7 of Hofmann & Mäder).
+"""Chapter `repair-path`: force without transmission (Figures 2 and 3 of Hofmann & Mäder).
 
 Per-block gradients at each saved collapse (task loss, hinge, healthy network), the query–key gradient after
 the skip scale is switched back, switches held at several alpha, the reversed-ramp hysteresis and the loss
