@@ -18,6 +18,7 @@ CHAPTERS = {
     "toy-tasks": "rankcollapse.chapters.toy_tasks",
     "repair-driver": "rankcollapse.chapters.repair_driver",
     "repair-treatments": "rankcollapse.chapters.repair_treatments",
+    "repair-path": "rankcollapse.chapters.repair_path",
 }
 
 
