@@ -19,6 +19,7 @@ CHAPTERS = {
     "repair-driver": "rankcollapse.chapters.repair_driver",
     "repair-treatments": "rankcollapse.chapters.repair_treatments",
     "repair-path": "rankcollapse.chapters.repair_path",
+    "repair-lr-burst": "rankcollapse.chapters.repair_lr_burst",
 }
 
 
