@@ -1,0 +1,113 @@
+"""repair-lr-burst: the summary helpers on hand-made histories, the schema, and a tiny run end to end."""
+from types import SimpleNamespace
+
+import pytest
+
+from rankcollapse.chapters import repair_lr_burst as lrb
+from rankcollapse.chapters import schema
+from rankcollapse.params import ParameterError
+
+
+def hist(start, sranks, losses=None):
+    n = len(sranks)
+    return {"m_step": [start + 10 * i for i in range(n)], "srank": [[1.0, s] for s in sranks],
+            "probe_loss": losses or [0.0] * n}
+
+
+def test_collapse_step_uses_the_rolling_median():
+    h = hist(100, [3.0, 1.2, 3.0, 1.2, 1.1, 1.0, 2.0])
+    assert lrb.collapse_step(h, 1.5, 1) == 110          # a single dip counts with k = 1
+    assert lrb.collapse_step(h, 1.5, 3) == 130          # medians 3, 2.1, 3, then 1.2 of (1.2, 3.0, 1.2) at step 130
+    assert lrb.collapse_step(hist(0, [3.0, 2.0, 1.6]), 1.5, 1) is None
+
+
+def test_collapse_step_k3_exact():
+    # rolling medians (k=3): 3, 2.1, 1.2 (median of 3,1.2,1.0) ...
+    h = hist(0, [3.0, 1.2, 1.0, 1.0])
+    assert lrb.collapse_step(h, 1.5, 3) == 20
+
+
+def test_recovery_after_counts_from_burst_end_and_after_collapse():
+    # burst from 0 to 20; collapse at 20; recovery threshold 2.0 reached at 60 (k = 1)
+    h = hist(0, [3.0, 2.5, 1.1, 1.0, 1.5, 2.2, 2.4])
+    assert lrb.recovery_after(h, 20, 2.0, 1.5, 1) == 30
+    # the pre-collapse measurements above the threshold do not count as recovery
+    assert lrb.recovery_after(hist(0, [3.0, 2.5, 1.1, 1.0]), 20, 2.0, 1.5, 1) is None
+    # no collapse: no recovery
+    assert lrb.recovery_after(hist(0, [3.0, 2.5, 2.4]), 20, 2.0, 1.5, 1) is None
+    # recovery counted only from the burst's end even if the collapse healed during the burst
+    assert lrb.recovery_after(hist(0, [1.0, 2.5, 2.4, 2.6]), 20, 2.0, 1.5, 1) == 0
+
+
+def test_rec_threshold_and_joined_history():
+    c = hist(0, [3.0, 3.0, 3.5, 3.5, 3.5])
+    assert lrb.rec_threshold(c, 40, 1.5, 0.5, 3) == pytest.approx(1.5 + 0.5 * (3.5 - 1.5))
+    b, a = hist(0, [3.0, 2.0, 1.0]), hist(20, [1.0, 1.5, 2.5])
+    j = lrb.joined(b, a)
+    assert j["m_step"] == [0, 10, 20, 30, 40] and [s[-1] for s in j["srank"]] == [3.0, 2.0, 1.0, 1.5, 2.5]
+
+
+def test_summarise_run_gap_and_fields():
+    p = SimpleNamespace(burst_steps=20, threshold=1.5, recover_frac=0.5, recover_window=1)
+    h = hist(100, [3.0, 1.4, 1.0, 1.2, 2.5, 2.6])
+    c = hist(100, [3.0, 3.0, 3.5, 3.5, 3.5, 3.5])
+    r = lrb.summarise_run(p, h, 100, c, final_loss=2.5, control_final_loss=2.2)
+    assert r["collapsed"] and r["collapse_after"] == 10 and r["min_srank"] == 1.0
+    assert r["rec_threshold"] == pytest.approx(2.5) and r["recovered_after"] == 20
+    assert r["final_srank"] == 2.6 and r["loss_gap"] == pytest.approx(0.3)
+
+
+def test_verdicts():
+    assert lrb.verdict_h6([], [], 1e-6, 1e-2)[0] == "inconclusive"
+    assert lrb.verdict_h6([1e-3], [True], None, 1e-2)[0] == "inconclusive"
+    assert lrb.verdict_h6([1e-3], [True], 1e-3, 1e-2)[0] == "inconclusive"     # reference does not close the path
+    assert lrb.verdict_h6([5e-6, 2e-6], [True, False], 1e-6, 1e-2)[0] == "refuted"
+    assert lrb.verdict_h6([5e-3, 2e-3], [False, True], 1e-6, 1e-2)[0] == "supported"
+    assert lrb.verdict_h6([5e-3, 2e-3], [False, False], 1e-6, 1e-2)[0] == "inconclusive"
+    assert lrb.verdict_h6([5e-5, 2e-3], [True, False], 1e-6, 1e-2)[0] == "supported"   # median 1e-3 >= 1e-3
+    assert lrb.verdict_h7([]) == "inconclusive"
+    assert lrb.verdict_h7([0.2, 0.1]) == "supported" and lrb.verdict_h7([0.0, 0.005]) == "refuted"
+    assert lrb.verdict_h7([0.03]) == "inconclusive"
+
+
+def test_schema_refuses_bad_values_before_work():
+    with pytest.raises(ParameterError, match="multipliers"):
+        schema("repair-lr-burst").resolve({"profile": "smoke", "multipliers": [0.5]})
+    with pytest.raises(ParameterError, match="multipliers"):
+        schema("repair-lr-burst").resolve({"profile": "smoke", "multipliers": [1e5]})
+    p = SimpleNamespace(**schema("repair-lr-burst").resolve({"profile": "smoke", "burst_steps": 15}))
+    with pytest.raises(ParameterError, match="burst_steps"):
+        lrb.validate(p)
+    for prof in ("smoke", "full", "paper"):
+        lrb.validate(SimpleNamespace(**schema("repair-lr-burst").resolve({"profile": prof})))
+
+
+def test_burst_specs_share_the_driver_spec_but_alpha_and_lr():
+    from rankcollapse import repair as rp
+    p = SimpleNamespace(**schema("repair-lr-burst").resolve({"profile": "full"}))
+    s = lrb.spec_at(p, 1, p.lr * 32)
+    base = rp.run_spec(p, 1)
+    assert s.lr == pytest.approx(0.032) and s.alpha_knots == ((0, 1.0),)
+    assert s.model == base.model and s.batch == base.batch and s.seed == 1
+    # the healthy network the bursts start from is the one every repair chapter trains
+    assert rp.healthy_job(p, 1) == rp.healthy_job(SimpleNamespace(**schema("repair-path").resolve({"profile": "full"})), 1)
+
+
+TINY = {"depth": 2, "d_model": 8, "heads": 2, "ctx": 8, "batch": 2, "ramp_start": 10, "ramp_end": 20,
+        "tail_steps": 10, "branch_steps": 20, "burst_steps": 10, "seeds": [0], "settle_steps": 10, "window": 2,
+        "workers": 1, "multipliers": [4.0, 100.0]}
+
+
+def test_tiny_end_to_end(tmp_path, monkeypatch):
+    from rankcollapse.results import load
+    from rankcollapse.runner import run_chapter
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
+    o = run_chapter("repair-lr-burst", TINY, profile="smoke", device="cpu", root=tmp_path)
+    assert o.status == "ran", o.message
+    doc = load(tmp_path / "smoke" / "repair-lr-burst" / "results.json")
+    assert set(doc["verdicts"]) == {"H6", "H7"}
+    v = doc["values"]
+    assert set(v["collapsed"]["value"]) == {"4", "100"} and len(v["loss_gap"]["value"]["100"]) == 1
+    assert v["qk_healthy_median"]["value"] > 0
+    figs = {f.name for f in (tmp_path / "smoke" / "repair-lr-burst" / "figures").iterdir()}
+    assert figs == {"fig-burst-srank.png", "fig-burst-qk.png"}
