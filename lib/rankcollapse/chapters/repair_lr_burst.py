@@ -241,7 +241,7 @@ def fig_burst_srank(p, runs: dict, summary: dict):
                     color=f"C{i}", lw=1, label=f"seed {s}")
             c = r["control"]["hist"]
             ax.plot(np.array(c["m_step"]) - r["start"], tr.rolling_median(rp.last_srank(c), p.recover_window),
-                    color=f"C{i}", lw=0.8, ls="--", alpha=0.7, label=f"control {s}" if i == 0 else None)
+                    color=f"C{i}", lw=0.8, ls="--", alpha=0.7, label="control (dashed)" if i == 0 else None)
             ax.axhline(summary[m]["rows"][i]["rec_threshold"], color=f"C{i}", ls=":", lw=0.8)
         ax.axvspan(0, p.burst_steps, color="orange", alpha=0.15, lw=0)
         ax.axhline(p.threshold, color="gray", lw=0.6)
