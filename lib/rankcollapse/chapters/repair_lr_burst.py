@@ -212,9 +212,12 @@ def verdict_h6(collapsed_qk: list, recovered: list, qk_skip: float | None, qk_he
     is_open = med >= 10 * qk_skip and med >= qk_healthy / 10
     if is_open and any(recovered):
         return "supported", "collapsed with the path open, and recovered untreated"
+    path = ("the path open" if is_open else
+            f"the path partly open (median Q/K {med / qk_skip:.2g}x the skip collapse's, but only "
+            f"{med / qk_healthy:.2g} of the healthy one's)")
     if not any(recovered):
-        return "inconclusive", "collapsed" + (" with the path open" if is_open else "") + ", but none recovered"
-    return "inconclusive", "recovered, but the path is neither clearly open nor closed"
+        return "inconclusive", f"collapsed with {path}, but none recovered within the branch"
+    return "inconclusive", f"recovered, but with {path}"
 
 
 def verdict_h7(recovered_gaps: list) -> str:
