@@ -111,3 +111,23 @@ def test_tiny_end_to_end(tmp_path, monkeypatch):
     assert v["qk_healthy_median"]["value"] > 0
     figs = {f.name for f in (tmp_path / "smoke" / "repair-lr-burst" / "figures").iterdir()}
     assert figs == {"fig-burst-srank.png", "fig-burst-qk.png"}
+
+
+def test_climbing_selects_collapsed_unrecovered_rising_bursts():
+    from types import SimpleNamespace
+    from rankcollapse.chapters import repair_lr_burst as lrb
+    p = SimpleNamespace(multipliers=[24.0, 64.0])
+    row = lambda s, col, rec, lo, fin: {"seed": s, "collapsed": col, "recovered_after": rec, "min_srank": lo,
+                                        "final_srank": fin}
+    sm = {24.0: {"rows": [row(0, True, None, 1.3, 1.8), row(1, True, 40, 1.3, 2.6), row(2, False, None, 1.9, 2.8)]},
+          64.0: {"rows": [row(0, True, None, 1.04, 1.05), row(1, True, None, 1.0, 1.25),
+                          row(2, True, None, 1.0, 1.1)]}}
+    assert lrb.climbing(p, sm) == [(0, 24.0), (1, 64.0)]
+    assert lrb.run_extensions(SimpleNamespace(extend_steps=0), {}, [(0, 24.0)]) == {}
+
+
+def test_joined_histories_chain():
+    from rankcollapse.chapters import repair_lr_burst as lrb
+    h = lambda steps: {"m_step": steps, "srank": [[float(t)] for t in steps], "probe_loss": [0.0] * len(steps)}
+    j = lrb.joined(h([0, 10]), h([10, 20]), h([20, 30]))
+    assert j["m_step"] == [0, 10, 20, 30] and j["srank"] == [[0.0], [10.0], [20.0], [30.0]]

@@ -95,3 +95,12 @@ def test_failed_chapter_leaves_nothing(tmp_path, monkeypatch):
     assert "decomposition" in o.message and "boom" in o.message and "cell" in o.message
     assert not (tmp_path / "build" / "smoke" / "decomposition").exists()
     assert not [p for p in (tmp_path / "build" / "smoke").iterdir()]
+
+
+def test_glued_text_is_never_read_as_a_file_name(tmp_path, monkeypatch):
+    # IPython's Markdown(".") would read the folder "." (and fail); glued strings are text, always
+    from rankcollapse.notebook import as_markdown
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "note.md").write_text("file contents")
+    assert as_markdown(".")._repr_markdown_() == "."
+    assert as_markdown("note.md")._repr_markdown_() == "note.md"

@@ -10,6 +10,8 @@ below what a single-precision weight can register as a relative change; it is fl
 """
 from __future__ import annotations
 
+import statistics
+
 import torch
 import torch.nn.functional as F
 
@@ -78,4 +80,24 @@ def weight_sranks(model: TinyLM) -> dict:
         out["query"].append(matrix_srank(W[:d])); out["key"].append(matrix_srank(W[d:2 * d]))
         out["value"].append(matrix_srank(W[2 * d:])); out["mlp_in"].append(matrix_srank(b.fc.weight))
         out["mlp_out"].append(matrix_srank(b.out.weight))
+    return out
+
+
+def trace_weights(spec: tr.RunSpec, steps: int, every: int = 50) -> dict:
+    """Train ``spec`` from its initialisation for ``steps`` steps (the same deterministic run as the cached driver
+    of that spec, repeated in memory and not saved) and every ``every`` steps record, beside the last block's token
+    srank and alpha, the stable rank of each weight kind (median over blocks). Returns the series and the token
+    srank history of the whole run (to check it against the cached driver's)."""
+    if every % spec.measure_every:
+        raise ValueError(f"every = {every} must be a multiple of measure_every = {spec.measure_every}")
+    out = {"step": [], "alpha": [], "token_srank": [], **{k: [] for k in ("query", "key", "value", "mlp_in", "mlp_out")}}
+
+    def hook(st, m):
+        if st.step % every == 0:
+            out["step"].append(st.step); out["alpha"].append(st.model.alpha); out["token_srank"].append(m["srank"][-1])
+            for k, v in weight_sranks(st.model).items():
+                out[k].append(float(statistics.median(v)))
+
+    st = tr.train(spec, tr.new_state(spec), steps, on_measure=hook)
+    out["srank_history"] = [s[-1] for s in st.hist["srank"]]
     return out

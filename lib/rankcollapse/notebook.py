@@ -111,8 +111,7 @@ class Chapter:
         except ImportError:  # pragma: no cover - myst-nb is a dependency
             return
         if isinstance(v, str):
-            from IPython.display import Markdown
-            v = Markdown(v)
+            v = as_markdown(v)
         glue(name, v, display=False)
 
     def figure(self, name: str, fig) -> None:
@@ -156,3 +155,12 @@ def start(name: str, namespace: dict, before: set) -> Chapter:
     except ImportError:  # pragma: no cover
         pass
     return ch
+
+
+def as_markdown(text: str):
+    """IPython ``Markdown`` holding ``text`` as text. (``Markdown(text)`` reads ``text`` as a file name when a file
+    or folder of that name exists: glueing "." would read the working folder.)"""
+    from IPython.display import Markdown
+    m = Markdown("")
+    m.data = text
+    return m

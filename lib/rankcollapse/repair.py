@@ -124,7 +124,30 @@ def _run(kind: str, kw: dict):
         return tr.healthy(**kw)
     if kind == "branch":
         return tr.branch(**kw)
+    if kind == "chain":
+        return chain(**kw)
+    if kind == "trace":
+        from .gradpath import trace_weights
+        return trace_weights(**kw)
     raise ValueError(kind)
+
+
+def chain(parent: str, segments: list) -> list[dict]:
+    """Branches one after another: segment ``i`` continues the saved end of segment ``i - 1`` (the first continues
+    ``parent``). ``segments`` = ``[(spec, steps), ...]``. Each segment is cached by content like any branch, so the
+    end of segment ``i`` is a saved state (``branch_path``) other branches can start from. Returns the summaries."""
+    out = []
+    for spec, steps in segments:
+        with job_lock("branch", {"parent": parent, "spec": spec, "steps": steps}):  # shared prefixes train once
+            b = tr.branch(parent, spec, steps)
+        out.append(b)
+        parent = str(branch_path(b))
+    return out
+
+
+def branch_path(summary: dict):
+    """The saved end state of a branch summary."""
+    return tr.states_dir() / summary["key"] / "branch.pt"
 
 
 def run_jobs(jobs: list[tuple[str, dict]], workers: int, log=None, labels=None) -> list:

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chapters import CHAPTERS, schema as chapter_schema
+from .chapters import CHAPTERS, module as chapter_module, schema as chapter_schema
 from .notebook import library_hash, resolve_device
 from .params import ParameterError
 
@@ -86,6 +86,10 @@ def prepare(name: str, overrides: dict, profile: str, device: str) -> tuple[dict
     given = dict(overrides, profile=profile, device=device)
     resolved = chapter_schema(name).resolve(given)
     resolve_device(resolved["device"])  # cuda asked for but absent -> error now
+    check = getattr(chapter_module(name), "validate", None)
+    if check is not None:  # checks across parameters (and of files they name), before a kernel starts
+        from types import SimpleNamespace
+        check(SimpleNamespace(**resolved))
     # papermill gets what the user set (validated), not the filled-in defaults
     pm = {k: resolved[k] for k in given if given[k] is not None}
     return resolved, pm

@@ -158,3 +158,8 @@ def fig_knife_edge(p, runs: dict):
     ax[2].set_xlabel(f"depth (alpha_min = {p.alpha_min:g})"); ax[2].set_ylabel("final srank")
     fig.tight_layout()
     return fig
+
+
+def validate(p) -> None:
+    """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter again)."""
+    rp.validate_driver(p)

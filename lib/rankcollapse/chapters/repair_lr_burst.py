@@ -25,22 +25,28 @@ PAPER_GAP = "0.86–1.04 nats above control (recovered)"
 
 SCHEMA = Schema("repair-lr-burst", rp.DRIVER_PARAMS + [
     Param("multipliers", "float_list", "learning-rate multipliers of the burst (one burst per value and seed)",
-          {"smoke": [8.0, 64.0], "full": [16.0, 32.0, 64.0], "paper": [16.0, 32.0]}, low=1.0, high=1e4),
+          {"smoke": [8.0, 64.0], "full": [16.0, 24.0, 32.0, 64.0], "paper": [16.0, 32.0]}, low=1.0, high=1e4),
     Param("burst_steps", "int", "updates at the multiplied rate (a multiple of 10); branch_steps follow at the base rate",
           {"smoke": 30, "full": 50, "paper": 200}, low=10, high=10**6),
     Param("recover_frac", "float", "recovered when the rolling median srank climbs this fraction of the way from the "
           "collapse threshold to the control's srank at the burst's end (as in repair-treatments)", 0.5,
           low=0.0, high=1.0),
     Param("recover_window", "int", "measurements (10 steps each) in the rolling median", 5, low=1, high=1000),
+    Param("extend_steps", "int", "collapsed bursts still climbing at the branch's end (and their controls) continue "
+          "this many more steps at the base rate (0: none; a multiple of 10)", {"smoke": 0, "full": 600, "paper": 0},
+          low=0, high=10**7),
 ])
+
+CLIMB = 0.2  # srank units a collapsed, unrecovered burst must have regained from its minimum to count as climbing
 
 
 def validate(p) -> None:
     """Checks beyond the schema (before any work)."""
     rp.validate_driver(p)
-    if p.burst_steps % 10:
-        raise ParameterError(f"parameter 'burst_steps' = {p.burst_steps} must be a multiple of 10 "
-                             "(the measurement interval)")
+    for name in ("burst_steps", "extend_steps"):
+        if getattr(p, name) % 10:
+            raise ParameterError(f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
+                                 "(the measurement interval)")
 
 
 # -- runs -------------------------------------------------------------------------------------------
@@ -88,12 +94,59 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
     return out
 
 
-def joined(burst_hist: dict, after_hist: dict) -> dict:
-    """One history over burst and after-burst runs (the after run's first measurement repeats the burst's last)."""
+def joined(burst_hist: dict, after_hist: dict, *more: dict) -> dict:
+    """One history over consecutive runs (each run's first measurement repeats the previous run's last)."""
     k = 1 if after_hist["m_step"] and burst_hist["m_step"] and after_hist["m_step"][0] == burst_hist["m_step"][-1] else 0
-    return {"m_step": burst_hist["m_step"] + after_hist["m_step"][k:],
-            "srank": burst_hist["srank"] + after_hist["srank"][k:],
-            "probe_loss": burst_hist["probe_loss"] + after_hist["probe_loss"][k:]}
+    out = {"m_step": burst_hist["m_step"] + after_hist["m_step"][k:],
+           "srank": burst_hist["srank"] + after_hist["srank"][k:],
+           "probe_loss": burst_hist["probe_loss"] + after_hist["probe_loss"][k:]}
+    return joined(out, *more) if more else out
+
+
+def climbing(p, sm: dict) -> list[tuple[int, float]]:
+    """(seed, multiplier) of the bursts that collapsed, did not recover within the branch, and ended at least
+    :data:`CLIMB` above their minimum srank: the ones whose rank was still coming back when the branch ended."""
+    return [(r["seed"], m) for m in p.multipliers for r in sm[m]["rows"]
+            if r["collapsed"] and r["recovered_after"] is None and r["final_srank"] - r["min_srank"] >= CLIMB]
+
+
+def run_extensions(p, runs: dict, which: list, log=print) -> dict:
+    """Continue each selected after-burst run, and its seed's control, for ``extend_steps`` more steps at the base
+    rate (chained from their saved ends; cached by content). Returns {seed: {"control": summary, m: summary}}."""
+    if not which or p.extend_steps == 0:
+        return {}
+    jobs, labels, tags = [], [], []
+    for s in sorted({s for s, _ in which}):
+        jobs.append(("branch", {"parent": str(rp.branch_path(runs[s]["control"])), "spec": spec_at(p, s, p.lr),
+                                "steps": p.extend_steps}))
+        labels.append(f"seed {s} control, extended"); tags.append((s, "control"))
+    for s, m in which:
+        jobs.append(("branch", {"parent": str(rp.branch_path(runs[s]["after"][m])), "spec": spec_at(p, s, p.lr),
+                                "steps": p.extend_steps}))
+        labels.append(f"seed {s} after x{m:g}, extended"); tags.append((s, m))
+    out = {}
+    for (s, k), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
+        out.setdefault(s, {})[k] = o
+    return out
+
+
+def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
+    """Per extended burst: steps to recovery after the burst's end over burst + branch + extension (same threshold
+    as in the branch), final srank, and loss gap to the extended control at the same step."""
+    rows = []
+    for s, e in ext.items():
+        r = runs[s]
+        burst_end = r["start"] + p.burst_steps
+        rt = rec_threshold(r["control"]["hist"], burst_end, p.threshold, p.recover_frac, p.recover_window)
+        for m, o in e.items():
+            if m == "control":
+                continue
+            h = joined(r["burst"][m]["hist"], r["after"][m]["hist"], o["hist"])
+            rows.append({"seed": s, "multiplier": m, "end_step": o["step"],
+                         "recovered_after": recovery_after(h, burst_end, rt, p.threshold, p.recover_window),
+                         "final_srank": float(statistics.median(rp.last_srank(h)[-p.recover_window:])),
+                         "loss_gap": float(o["final_probe"]["loss"] - e["control"]["final_probe"]["loss"])})
+    return rows
 
 
 # -- summaries (pure functions of histories) -------------------------------------------------------
@@ -189,9 +242,10 @@ H6_RULE = ("over the (seed, multiplier) bursts whose rolling-median last-block s
            "closed cannot be told apart); refuted if every collapsed burst has Q/K below 10x the skip-collapsed median "
            "(path closed as in the skip collapse); supported if the collapsed bursts' median Q/K is at least 10x the "
            "skip-collapsed median and at least 1/10 of the healthy parents' median (path open) and at least one "
-           "collapsed burst recovered untreated within the branch; else inconclusive (e.g. none recovered)")
-H7_RULE = ("over the burst networks that collapsed and then recovered: supported if the median final probe-loss gap to "
-           "the paired control at the same step exceeds 0.05 nats, refuted if below 0.01; inconclusive if none "
+           "collapsed burst recovered untreated within the branch or its extension; else inconclusive (e.g. none "
+           "recovered)")
+H7_RULE = ("over the burst networks that collapsed and then recovered (within the branch or its extension): supported "
+           "if the median final probe-loss gap to the paired control at the same step exceeds 0.05 nats, refuted if below 0.01; inconclusive if none "
            "recovered or in between")
 
 
@@ -216,7 +270,7 @@ def verdict_h6(collapsed_qk: list, recovered: list, qk_skip: float | None, qk_he
             f"the path partly open (median Q/K {med / qk_skip:.2g}x the skip collapse's, but only "
             f"{med / qk_healthy:.2g} of the healthy one's)")
     if not any(recovered):
-        return "inconclusive", f"collapsed with {path}, but none recovered within the branch"
+        return "inconclusive", f"collapsed with {path}, but none recovered within the branch (or its extension)"
     return "inconclusive", f"recovered, but with {path}"
 
 

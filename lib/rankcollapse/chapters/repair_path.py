@@ -31,7 +31,28 @@ SCHEMA = Schema("repair-path", rp.DRIVER_PARAMS + [
     Param("recover_frac", "float", "recovery threshold, fraction of the way from collapse threshold to healthy "
           "srank (as in repair-treatments)", 0.5, low=0.0, high=1.0),
     Param("recover_window", "int", "measurements in the recovery median", 5, low=1, high=1000),
+    Param("delays", "int_list", "further steps held at alpha_min before a delayed switch (multiples of 10, increasing)",
+          {"smoke": [100], "full": [100, 300, 500], "paper": [500, 1500, 3000]}, low=10, high=10**7),
+    Param("delay_alphas", "float_list", "alpha switched to after each delay (each must be one of switch_alphas: "
+          "the undelayed switch is the held one)", {"smoke": [0.3], "full": [0.1, 0.3], "paper": [0.1, 0.3]},
+          low=0.0, high=1.0),
+    Param("trace_every", "int", "weight stable ranks are read every this many steps through the driver (multiple of 10)",
+          50, low=10, high=10**6),
 ])
+
+
+def validate(p) -> None:
+    """Checks across parameters, before any work (the schema checks each one alone)."""
+    from ..params import ParameterError
+    rp.validate_driver(p)
+    if any(d % 10 for d in p.delays) or list(p.delays) != sorted(set(p.delays)):
+        raise ParameterError(f"parameter 'delays' = {p.delays} must be strictly increasing multiples of 10")
+    missing = [a for a in p.delay_alphas if a not in p.switch_alphas]
+    if missing:
+        raise ParameterError(f"parameter 'delay_alphas' = {p.delay_alphas}: each must be one of "
+                             f"switch_alphas = {p.switch_alphas} (missing {missing})")
+    if p.trace_every % 10:
+        raise ParameterError(f"parameter 'trace_every' = {p.trace_every} must be a multiple of 10")
 
 
 def _probe(p, seed):
@@ -67,10 +88,34 @@ def switch_spec(p, seed: int, start: int, alpha: float) -> tr.RunSpec:
     return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((start, float(alpha)),)})
 
 
-def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict]:
-    """Branches from every collapse: held at each switch alpha (``branch_steps``), at each probe alpha for
-    ``after_steps`` (gradients read at their end), and the reversed ramp of ``repair-treatments``."""
+def untreated_spec(p, e) -> tr.RunSpec:
+    return trt.branch_spec(p, e["seed"], e["start"], "untreated", {}, 0.0)
+
+
+def delay_segments(p, e, d: int, a: float) -> list:
+    """The chain of a switch to ``a`` after ``d`` further collapsed steps: untreated segments up to each delay (shared
+    by every longer delay and cached by content), then the switch held for ``branch_steps``."""
+    segs, prev = [], 0
+    for dd in p.delays:
+        if dd > d:
+            break
+        segs.append((untreated_spec(p, e), dd - prev)); prev = dd
+    return segs + [(switch_spec(p, e["seed"], e["start"] + d, a), p.branch_steps)]
+
+
+def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, dict, dict]:
+    """Everything trained from the saved collapses, in one parallel pool: switches held at each switch alpha
+    (``branch_steps``), at each probe alpha for ``after_steps`` (gradients read at their end), the reversed ramp of
+    ``repair-treatments``, the delayed switches (chains: untreated for each delay, then the switch) and the driver
+    repeated in memory to trace its weights' stable ranks. Returns (hold, after, rev, delayed, trace)."""
     jobs, labels, tags = [], [], []
+    for e in events:
+        jobs.append(("trace", {"spec": rp.run_spec(p, e["seed"]), "steps": rp.driver_steps(p), "every": p.trace_every}))
+        labels.append(f"seed {e['seed']} driver weight trace"); tags.append(("trace", e["seed"], None))
+        for d in reversed(p.delays):   # longest first: they share their untreated prefix with the shorter ones
+            for a in p.delay_alphas:
+                jobs.append(("chain", {"parent": e["collapse"], "segments": delay_segments(p, e, d, a)}))
+                labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps"); tags.append(("delay", e["seed"], (d, a)))
     for e in events:
         for a in p.switch_alphas:
             jobs.append(("branch", {"parent": e["collapse"], "spec": switch_spec(p, e["seed"], e["start"], a),
@@ -85,15 +130,19 @@ def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict]:
                                 "steps": p.branch_steps}))
         labels.append(f"seed {e['seed']} reversed ramp"); tags.append(("rev", e["seed"], None))
     res = rp.run_jobs(jobs, p.workers, log, labels)
-    hold, after, rev = {}, {}, {}
+    hold, after, rev, delayed, trace = {}, {}, {}, {}, {}
     for (kind, s, a), o in zip(tags, res):
         if kind == "hold":
             hold.setdefault(s, {})[a] = o
         elif kind == "after":
             after.setdefault(s, {})[a] = o
+        elif kind == "delay":
+            delayed.setdefault(s, {})[a] = o
+        elif kind == "trace":
+            trace[s] = o
         else:
             rev[s] = o
-    return hold, after, rev
+    return hold, after, rev, delayed, trace
 
 
 def gradients_after(p, events, after: dict) -> dict:
@@ -259,5 +308,225 @@ def fig_switches(p, events, hold):
         ax.axhline(p.threshold, color="gray", lw=0.6)
         ax.set_title(f"alpha held at {a}", fontsize=9); ax.set_xlabel("steps after switch", fontsize=8)
     axs[0, 0].set_ylabel("srank, last block (median)"); axs[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# -- delayed switches and the predictor ---------------------------------------------------------------
+CENSOR = 10  # a switch that never recovers is counted as branch_steps + CENSOR steps where a time is needed
+
+
+def delayed_points(p, events, hold, delayed, healthy) -> list[dict]:
+    """One row per (event, delay, alpha), delay 0 being the held switch: the predictor (median over blocks of the
+    query-key gradient right after the switch, before any update), the last block's srank just before the switch,
+    steps to recovery (None: not within ``branch_steps``), final srank, and the loss gap to the healthy network at
+    the same step (None past the healthy run's end)."""
+    rows = []
+    for e in events:
+        s = e["seed"]
+        probe = _probe(p, s)
+        hh = healthy[s]["hist"]
+        for a in p.delay_alphas:
+            pts = [(0, e["collapse"], hold[s][a])]
+            pts += [(d, rp.branch_path(delayed[s][(d, a)][-2]), delayed[s][(d, a)][-1]) for d in p.delays]
+            for d, state, b in pts:
+                m = tr.load_model(state, p.alpha_min)
+                s_at = float(tr.probe_measure(m, probe, all_blocks=False)["srank"][-1])
+                q = med(gp.block_grad_norms(m, *probe, alpha=a)["task_qk"])
+                rec = trt.recovery(b["hist"], e["start"] + d, e["rec_threshold"], p.recover_window)
+                gap = (b["final_probe"]["loss"] - rp.at_step(hh, b["step"], "probe_loss")
+                       if b["step"] in hh["m_step"] else None)
+                rows.append({"seed": s, "delay": d, "alpha": a, "predictor": q, "srank_at_switch": s_at,
+                             "recovered_after": rec,
+                             "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window:]),
+                             "loss_gap": gap})
+    return rows
+
+
+def censored(rec, branch_steps: int) -> int:
+    return branch_steps + CENSOR if rec is None else rec
+
+
+def h5_alpha(p) -> float:
+    """The switch scale H5 is judged at: 0.3 (the paper's Figure 7) if delayed switches use it, else the largest."""
+    return 0.3 if 0.3 in p.delay_alphas else max(p.delay_alphas)
+
+
+def delay_effect(p, rows) -> dict:
+    """Per event at :func:`h5_alpha`: steps to recovery undelayed and after the longest delay (censored at
+    branch_steps + 10 when it never recovered), and the Spearman correlation of delay and censored recovery time
+    over all points at that alpha (None with fewer than 4 points)."""
+    a = h5_alpha(p)
+    pts = [r for r in rows if r["alpha"] == a]
+    per = {}
+    for r in pts:
+        per.setdefault(r["seed"], {})[r["delay"]] = r["recovered_after"]
+    dmax = max(p.delays)
+    ev = [{"seed": s, "t0": v[0], "tmax": v[dmax],
+           "diff": censored(v[dmax], p.branch_steps) - censored(v[0], p.branch_steps)} for s, v in per.items()]
+    rho = spearman([r["delay"] for r in pts], [censored(r["recovered_after"], p.branch_steps) for r in pts])
+    return {"alpha": a, "events": ev, "spearman": rho, "any_recovered": any(r["recovered_after"] is not None for r in pts)}
+
+
+def h5_verdict(eff: dict, margin: int = 20) -> str:
+    """supported: no event recovers faster (by ``margin`` steps) after the longest delay than undelayed, and more than
+    half the events recover slower by ``margin`` or not at all; refuted: more than half recover faster by ``margin``;
+    inconclusive: otherwise, or when nothing recovered at any delay."""
+    ev = eff["events"]
+    if not ev or not eff["any_recovered"]:
+        return "inconclusive"
+    slower = sum(e["diff"] >= margin for e in ev)
+    faster = sum(e["diff"] <= -margin for e in ev)
+    if faster == 0 and 2 * slower > len(ev):
+        return "supported"
+    if 2 * faster > len(ev):
+        return "refuted"
+    return "inconclusive"
+
+
+def fit_threshold(points: list[tuple[float, bool]]) -> float | None:
+    """The predictor's threshold as the paper registered it: recovery predicted when the predictor is at least the
+    threshold. Candidates are geometric midpoints between neighbouring predictor values; the one with the best
+    accuracy on ``points`` wins (ties: the lowest). None when the points show only one outcome (nothing to fit)."""
+    if len({o for _, o in points}) < 2:
+        return None
+    qs = sorted({q for q, _ in points})
+    cands = [(a * b) ** 0.5 for a, b in zip(qs, qs[1:])] + [qs[0] / 2, qs[-1] * 2]
+    best = max(sorted(cands), key=lambda t: (accuracy(t, points), -t))
+    return best
+
+
+def accuracy(t: float, points: list[tuple[float, bool]]) -> float:
+    return sum((q >= t) == o for q, o in points) / len(points)
+
+
+def split_test(rows, dev: list, test: list) -> dict:
+    """Fit the threshold on the rows of the development seeds, freeze it, and score it on the held-out seeds."""
+    dev_pts = [(r["predictor"], r["recovered_after"] is not None) for r in rows if r["seed"] in dev]
+    test_pts = [(r["predictor"], r["recovered_after"] is not None) for r in rows if r["seed"] in test]
+    t = fit_threshold(dev_pts)
+    return {"threshold": t, "dev_accuracy": accuracy(t, dev_pts) if t is not None else None,
+            "test_accuracy": accuracy(t, test_pts) if t is not None and test_pts else None,
+            "dev_points": len(dev_pts), "test_points": len(test_pts)}
+
+
+def predictor_split(p, rows) -> dict:
+    """The registered test, twice: (a) as the paper ran it, the outcome of the switch to the lowest delayed alpha;
+    (b) pooled over every delayed switch alpha (recovered within the branch or not). Each time the threshold is
+    fitted on the development events (the first half of the settled seeds, in order), frozen, and tested on the
+    held-out events. Also the Spearman correlations of the predictor with recovery (lowest alpha) and with recovery
+    time among recovered switches (at :func:`h5_alpha`)."""
+    a_lo = min(p.delay_alphas)
+    seeds = sorted({r["seed"] for r in rows})
+    dev = seeds[: (len(seeds) + 1) // 2]
+    test = seeds[len(dev):]
+    pts = [r for r in rows if r["alpha"] == a_lo]
+    outcome = [int(r["recovered_after"] is not None) for r in pts]
+    rec_h = [r for r in rows if r["alpha"] == h5_alpha(p) and r["recovered_after"] is not None]
+    lo = split_test(pts, dev, test)
+    return {"alpha": a_lo, "dev_seeds": dev, "test_seeds": test, **lo,
+            "pooled": split_test(rows, dev, test),
+            "spearman_recovery": spearman([r["predictor"] for r in pts], outcome) if len(set(outcome)) > 1 else None,
+            "spearman_time": spearman([r["predictor"] for r in rec_h], [r["recovered_after"] for r in rec_h])}
+
+
+def trace_summary(p, trace: dict, drivers: dict) -> dict:
+    """Per traced driver: does the in-memory repeat match the cached driver's token srank history exactly; and from
+    the ramp's start to the driver's end, the ratio of the token srank and of each weight kind's stable rank."""
+    out = {}
+    for s, t in trace.items():
+        i0 = t["step"].index(max(x for x in t["step"] if x <= p.ramp_start))
+        kinds = ("query", "key", "value", "mlp_in", "mlp_out")
+        out[s] = {"matches_driver": t["srank_history"] == rp.last_srank(drivers[s]["hist"]),
+                  "token_ratio": t["token_srank"][-1] / t["token_srank"][i0],
+                  "weight_ratio": {k: t[k][-1] / t[k][i0] for k in kinds}}
+    return out
+
+
+def fig_delays(p, rows):
+    """Figure 7: steps to recovery after the switch against the further collapsed steps before it; crosses at the
+    top: no recovery within the branch."""
+    import matplotlib.pyplot as plt
+    A = list(p.delay_alphas)
+    seeds = sorted({r["seed"] for r in rows})
+    fig, axs = plt.subplots(1, len(A), figsize=(3.8 * len(A), 3.0), sharey=True, squeeze=False)
+    top = p.branch_steps + CENSOR
+    for ax, a in zip(axs[0], A):
+        for i, s in enumerate(seeds):
+            rs = sorted((r for r in rows if r["alpha"] == a and r["seed"] == s), key=lambda r: r["delay"])
+            d = [r["delay"] for r in rs]
+            t = [censored(r["recovered_after"], p.branch_steps) for r in rs]
+            ax.plot(d, t, "-", color=f"C{i}", lw=0.8, alpha=0.6)
+            for dd, r in zip(d, rs):
+                if r["recovered_after"] is None:
+                    ax.scatter([dd], [top], marker="x", color=f"C{i}", s=40)
+                else:
+                    ax.scatter([dd], [r["recovered_after"]], color=f"C{i}", s=25)
+        ax.axhline(top, color="gray", lw=0.5, ls=":")
+        ax.set_ylim(0, top * 1.08)
+        ax.set_title(f"switch to alpha = {a}", fontsize=9)
+        ax.set_xlabel(f"further steps at alpha = {p.alpha_min} before the switch", fontsize=8)
+    axs[0, 0].set_ylabel("steps to recovery")
+    from matplotlib.lines import Line2D
+    axs[0, 0].legend([Line2D([], [], color=f"C{i}", marker="o", lw=0.8) for i in range(len(seeds))],
+                     [f"seed {s}" for s in seeds], fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def fig_predictor(p, rows, split):
+    """Figure 8: outcome of every switch against the predictor, one colour per switch alpha (filled: development
+    seeds, open: held-out seeds; dashed: the threshold fitted at the lowest alpha, dash-dotted: pooled over alphas),
+    and steps to recovery against the predictor at the H5 alpha."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    fig, axs = plt.subplots(1, 2, figsize=(9.5, 3.2))
+    A = sorted({r["alpha"] for r in rows})
+    for r in rows:
+        c = f"C{A.index(r['alpha'])}"
+        dev = r["seed"] in split["dev_seeds"]
+        y = (1 if r["recovered_after"] is not None else 0) + 0.06 * (A.index(r["alpha"]) - (len(A) - 1) / 2)
+        axs[0].scatter([r["predictor"]], [y], s=30, facecolors=c if dev else "none", edgecolors=c)
+    handles = [Line2D([], [], color=f"C{i}", marker="o", ls="none") for i in range(len(A))]
+    labels = [f"switch to {a:g}" for a in A]
+    if split["threshold"] is not None:
+        axs[0].axvline(split["threshold"], color="k", ls="--", lw=0.8)
+        handles.append(Line2D([], [], color="k", ls="--", lw=0.8)); labels.append(f"threshold at {split['alpha']:g}")
+    if split["pooled"]["threshold"] is not None:
+        axs[0].axvline(split["pooled"]["threshold"], color="k", ls="-.", lw=0.8)
+        handles.append(Line2D([], [], color="k", ls="-.", lw=0.8)); labels.append("threshold, pooled")
+    axs[0].legend(handles, labels, fontsize=7)
+    axs[0].set_yticks([0, 1], ["not recovered", "recovered"]); axs[0].set_ylim(-0.5, 1.5)
+    axs[0].set_xscale("log"); axs[0].set_xlabel("predictor: median Q/K gradient right after the switch")
+    a_h = h5_alpha(p)
+    for r in (r for r in rows if r["alpha"] == a_h):
+        t = censored(r["recovered_after"], p.branch_steps)
+        axs[1].scatter([r["predictor"]], [t], marker="o" if r["recovered_after"] is not None else "x",
+                       color=f"C{A.index(a_h)}", s=30)
+    axs[1].set_xscale("log"); axs[1].set_xlabel(f"predictor after the switch to {a_h:g}")
+    axs[1].set_ylabel("steps to recovery (x: none)")
+    fig.tight_layout()
+    return fig
+
+
+def fig_weight_trace(p, trace: dict):
+    """Through each driver: the last block's token srank (top) and the weights' stable rank per kind (median over
+    blocks; bottom), against the step; the shaded band is the alpha ramp."""
+    import matplotlib.pyplot as plt
+    seeds = list(trace)
+    fig, axs = plt.subplots(2, len(seeds), figsize=(4.6 * len(seeds), 4.6), sharex=True, squeeze=False)
+    for j, s in enumerate(seeds):
+        t = trace[s]
+        for ax in axs[:, j]:
+            ax.axvspan(p.ramp_start, p.ramp_end, color="0.92")
+        axs[0, j].plot(t["step"], t["token_srank"], "k-", lw=1)
+        axs[0, j].axhline(p.threshold, color="gray", lw=0.6)
+        axs[0, j].set_title(f"seed {s}", fontsize=9)
+        for i, k in enumerate(("query", "key", "value", "mlp_in", "mlp_out")):
+            axs[1, j].plot(t["step"], t[k], color=f"C{i}", lw=1, label=k)
+        axs[1, j].set_xlabel("step")
+    axs[0, 0].set_ylabel("token srank, last block")
+    axs[1, 0].set_ylabel("weight stable rank")
+    axs[1, 0].legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig

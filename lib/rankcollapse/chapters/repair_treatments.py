@@ -207,3 +207,8 @@ def fig_synthetic(force: dict):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def validate(p) -> None:
+    """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter again)."""
+    rp.validate_driver(p)
