@@ -177,6 +177,14 @@ def q_of(srank: float) -> float:
     return math.sqrt(max(srank - 1.0, 0.0))
 
 
+def spearman(x, y) -> float | None:
+    """Spearman rank correlation (None with fewer than 4 pairs, or when either side is constant: nothing to rank)."""
+    if len(x) < 4 or len(set(x)) < 2 or len(set(y)) < 2:
+        return None
+    from scipy.stats import spearmanr
+    return float(spearmanr(x, y).statistic)
+
+
 def html_table(header: list[str], rows: list[list]) -> str:
     """A plain HTML table (the book renders Markdown outputs as CommonMark, which has no tables)."""
     from html import escape

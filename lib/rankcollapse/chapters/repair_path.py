@@ -219,12 +219,7 @@ def predictor(grads: dict, alpha: float) -> dict:
     return {s: med(g["switched"][alpha]["task_qk"]) for s, g in grads.items()}
 
 
-def spearman(x, y) -> float | None:
-    """Spearman rank correlation (None with fewer than 4 pairs: too few to mean anything)."""
-    if len(x) < 4:
-        return None
-    from scipy.stats import spearmanr
-    return float(spearmanr(x, y).statistic)
+spearman = rp.spearman
 
 
 # -- figures ----------------------------------------------------------------------------------------
