@@ -26,11 +26,7 @@ SCHEMA = Schema("repair-path", rp.DRIVER_PARAMS + [
           [0.3, 1.0], low=0.0, high=1.0),
     Param("after_steps", "int", "the query-key gradient is read again after this many updates at each probe alpha",
           50, low=1, high=10**6),
-    Param("added_loss", "float", "Lambda: nats the hinge adds at the saved state (as in repair-treatments)", 0.1,
-          low=1e-6, high=10.0),
-    Param("recover_frac", "float", "recovery threshold, fraction of the way from collapse threshold to healthy "
-          "srank (as in repair-treatments)", 0.5, low=0.0, high=1.0),
-    Param("recover_window", "int", "measurements in the recovery median", 5, low=1, high=1000),
+    *[q for q in trt.SCHEMA.params if q.name in ("added_loss", "recover_frac", "recover_window")],  # the same rule
     Param("delays", "int_list", "further steps held at alpha_min before a delayed switch (multiples of 10, increasing)",
           {"smoke": [100], "full": [100, 300, 500], "paper": [500, 1500, 3000]}, low=10, high=10**7),
     Param("delay_alphas", "float_list", "alpha switched to after each delay (each must be one of switch_alphas: "
