@@ -3,6 +3,9 @@
 #   bash make.sh book   set up .venv if needed, run every chapter at the full profile, build the HTML book
 #   bash make.sh test   set up .venv if needed, run every chapter at smoke + check + strict book build,
 #                       then the test suite (pytest)
+#   bash make.sh record smoke|full [CHAPTER...]
+#                       re-record data/expected/<profile>/ after a deliberate change: every chapter under the
+#                       native kernels and under the avx2 and scalar variants, tolerances from their spread
 #   bash make.sh paper  on a CUDA machine: every chapter at the paper profile, recorded in data/expected/paper/
 #   bash make.sh setup  only the set-up
 # Needs only Python 3.11 and git; installs from the package registry alone.
@@ -45,13 +48,34 @@ case "${1:-}" in
   book)
     setup
     "$VENV/bin/rcbook" book --profile full -j "$JOBS"
+    "$VENV/bin/rcbook" check --profile full
     ;;
   test)
     setup
     browser
     "$VENV/bin/rcbook" book --profile smoke -j "$JOBS"
     "$VENV/bin/rcbook" check --profile smoke
+    # another machine, simulated: every chapter again under other floating-point kernels (no AVX-512), in its
+    # own build root and store (build/kernels-avx2/), checked against the same recorded results
+    echo "== second pass: every smoke chapter under the avx2 kernel variant"
+    "$VENV/bin/rcbook" run all --profile smoke --kernels avx2 -j "$JOBS"
+    "$VENV/bin/rcbook" check --profile smoke --kernels avx2
     "$VENV/bin/python" -m pytest -q tests
+    ;;
+  record)
+    setup
+    prof=${2:?usage: bash make.sh record smoke|full [CHAPTER...]}
+    shift 2
+    chapters=("$@")
+    for k in native avx2 scalar; do
+      echo "== $prof under the $k kernels"
+      if [ ${#chapters[@]} -eq 0 ]; then
+        "$VENV/bin/rcbook" run all --profile "$prof" --kernels "$k" -j "$JOBS"
+      else
+        for c in "${chapters[@]}"; do "$VENV/bin/rcbook" run "$c" --profile "$prof" --kernels "$k"; done
+      fi
+    done
+    "$VENV/bin/rcbook" record --profile "$prof" --spread avx2,scalar "${chapters[@]}"
     ;;
   paper)
     setup
@@ -59,5 +83,5 @@ case "${1:-}" in
     "$VENV/bin/rcbook" record --profile paper
     "$VENV/bin/rcbook" book --profile paper --device cuda
     ;;
-  *) echo "usage: bash make.sh book|test|paper|setup" >&2; exit 2 ;;
+  *) echo "usage: bash make.sh book|test|record PROFILE|paper|setup" >&2; exit 2 ;;
 esac

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rankcollapse.results import compare, load, strip_volatile
+from rankcollapse.records import compare
+from rankcollapse.results import load, strip_volatile
 from rankcollapse.runner import run_chapter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +95,9 @@ def test_failed_chapter_leaves_nothing(tmp_path, monkeypatch):
     assert o.status == "failed"
     assert "decomposition" in o.message and "boom" in o.message and "cell" in o.message
     assert not (tmp_path / "build" / "smoke" / "decomposition").exists()
-    assert not [p for p in (tmp_path / "build" / "smoke").iterdir()]
+    # nothing but the failed notebook, kept for the user to read
+    assert [p.name for p in (tmp_path / "build" / "smoke").iterdir()] == ["failed"]
+    assert "boom" in (tmp_path / "build" / "smoke" / "failed" / "decomposition.ipynb").read_text()
 
 
 def test_glued_text_is_never_read_as_a_file_name(tmp_path, monkeypatch):

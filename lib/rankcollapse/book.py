@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import ledger
 from .chapters import CHAPTERS
-from .results import compare, load
+from .records import compare, load, load_checked
 from .runner import REPO, build_dir
 
 
@@ -40,9 +40,32 @@ def check_chapter(profile: str, chapter: str, root: Path | None = None):
         return "not run", []
     if not exp_p.exists():
         return "no record", []
-    rows = compare(load(exp_p), load(now_p))
+    rows = compare(load_checked(exp_p), load_checked(now_p))
     bad = sum(not r.ok for r in rows)
     return ("match" if bad == 0 else f"MISMATCH ({bad} of {len(rows)})"), rows
+
+
+def staleness(profile: str, chapter: str) -> str:
+    """A plain sentence when the recorded file of ``chapter`` was written by another version of the code the
+    chapter depends on (its source and the import closure of the modules it uses), else ``""``."""
+    from .store import chapter_code_hash
+    exp_p = expected_path(profile, chapter)
+    if not exp_p.exists():
+        return ""
+    try:
+        rec = load(exp_p)
+    except ValueError:
+        return ""
+    now = chapter_code_hash(chapter)
+    was = rec.get("code_hash")
+    if was is None:
+        return (f"the recorded file {exp_p.name} was written before code hashes were kept: it may come from "
+                f"another version of the code (re-record with: rcbook record --profile {profile} {chapter})")
+    if was != now:
+        return (f"the recorded file was written by a different version of the code this chapter depends on "
+                f"(recorded code {was[:12]}, now {now[:12]}); re-run and re-record: rcbook run {chapter} "
+                f"--profile {profile} && rcbook record --profile {profile} {chapter}")
+    return ""
 
 
 def status_page(profile: str, root: Path | None = None) -> str:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from .chapters import CHAPTERS, schema as chapter_schema
 from .params import PROFILES, ParameterError, parse_cli_value
-from .results import format_value, load
+from . import kernels
+from .records import MalformedRecord, format_value, load
 
 
 def _names(arg: list[str]) -> list[str]:
@@ -27,6 +29,25 @@ def _names(arg: list[str]) -> list[str]:
     if unknown:
         raise ParameterError(f"unknown chapter(s) {', '.join(unknown)}; chapters: {', '.join(CHAPTERS)}")
     return arg
+
+
+def variant_root(variant: str):
+    """The build root of a kernel variant: ``build/`` for ``native``, ``build/kernels-<variant>/`` otherwise."""
+    from .runner import REPO
+    return REPO / "build" if variant == "native" else REPO / "build" / f"kernels-{variant}"
+
+
+def use_kernels(variant: str) -> None:
+    """Compute under ``variant`` (see :mod:`rankcollapse.kernels`), into its own build root unless
+    ``$RCBOOK_BUILD`` names one."""
+    kernels.apply(variant)
+    if variant == "native":
+        return
+    if not os.environ.get("RCBOOK_BUILD"):
+        os.environ["RCBOOK_BUILD"] = str(variant_root(variant))
+    for var in ("RCBOOK_STATES", "RCBOOK_CACHE"):  # a state trained under one variant is never used under another
+        if os.environ.get(var):
+            os.environ[var] = os.path.join(os.path.abspath(os.environ[var]), f"kernels-{variant}")
 
 
 def cmd_list(a) -> int:
@@ -86,11 +107,24 @@ def cmd_run(a) -> int:
 
 
 def cmd_check(a) -> int:
-    from .book import check_chapter
+    from .book import check_chapter, expected_path, staleness
+    from .records import largest_deviation
+    from .runner import build_dir
     bad = 0
     for name in _names(a.chapters):
-        status, rows = check_chapter(a.profile, name)
+        try:
+            status, rows = check_chapter(a.profile, name)
+        except MalformedRecord as e:
+            print(f"\n{name} ({a.profile}): MALFORMED: {e}")
+            bad += 1
+            continue
         print(f"\n{name} ({a.profile}): {status}")
+        stale = staleness(a.profile, name)
+        if stale:
+            print(f"  note: {stale}")
+        if status not in ("not run", "no record") and "tolerance_rule" not in load(expected_path(a.profile, name)):
+            print("  note: the recorded tolerances were set by the chapter, not derived from a measured spread "
+                  f"between kernel variants (bash make.sh record {a.profile})")
         if status in ("not run", "no record"):
             bad += 1
             continue
@@ -100,24 +134,53 @@ def cmd_check(a) -> int:
             print(f"  {r.name:<{w}}  {format_value(r.recorded):>14}  {format_value(r.now):>14}  "
                   f"{r.tolerance:<22} {'pass' if r.ok else 'FAIL'}")
         bad += sum(not r.ok for r in rows)
-    print(f"\ncheck: {'all results match the recorded ones' if not bad else f'{bad} mismatch(es)'}")
+        dev = largest_deviation(load(expected_path(a.profile, name)), load(build_dir(a.profile) / name / "results.json"))
+        print("  largest deviation from the record: " + ("none (every value identical)" if dev is None else
+                                                          f"'{dev[0]}' rel {dev[1]:.3g} (abs {dev[2]:.3g})"))
+    print(f"\ncheck ({a.profile}, kernels '{a.kernels}'): "
+          f"{'all results match the recorded ones' if not bad else f'{bad} mismatch(es)'}")
     return 1 if bad else 0
 
 
 def cmd_record(a) -> int:
     from .book import expected_path
+    from .records import RecordError, record_with_spread
     from .runner import build_dir
+    variants = [v.strip() for v in (a.spread or "").split(",") if v.strip()]
+    for v in variants:
+        if v not in kernels.VARIANTS:  # unknown names stop here, before anything is written
+            raise ParameterError(f"--spread names kernel variant '{v}'; allowed: {', '.join(kernels.VARIANTS)}")
+        if v == a.kernels:
+            raise ParameterError(f"--spread names '{v}', the variant being recorded; name the other variants")
+    docs = {}
     for name in _names(a.chapters):
         src = build_dir(a.profile) / name / "results.json"
         if not src.exists():
             print(f"{name}: not run at profile '{a.profile}' (run: rcbook run {name} --profile {a.profile})",
                   file=sys.stderr)
             return 1
+        doc = load(src)
+        if variants:
+            vdocs = {}
+            for v in variants:
+                vp = variant_root(v) / a.profile / name / "results.json"
+                if not vp.exists():
+                    print(f"{name}: no run under kernel variant '{v}' ({vp}); run: rcbook run {name} "
+                          f"--profile {a.profile} --kernels {v}", file=sys.stderr)
+                    return 1
+                vdocs[v] = load(vp)
+            try:
+                doc = record_with_spread(doc, vdocs)
+            except RecordError as e:
+                print(f"rcbook record: {e}", file=sys.stderr)
+                return 1
+        docs[name] = (src, doc)
+    for name, (src, doc) in docs.items():  # nothing is written unless every chapter could be recorded
         dst = expected_path(a.profile, name)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        doc = load(src)
         dst.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"recorded {src} -> {dst}")
+        print(f"recorded {src} -> {dst}" + (f" (tolerances from the spread over {', '.join(variants)})"
+                                             if variants else ""))
     return 0
 
 
@@ -147,6 +210,9 @@ def parser() -> argparse.ArgumentParser:
 
     def common(p, device=True):
         p.add_argument("--profile", default="full", choices=PROFILES)
+        p.add_argument("--kernels", default="native", choices=tuple(kernels.VARIANTS),
+                       help="floating-point kernel variant (another machine, simulated); a variant other than "
+                            "native uses its own build root build/kernels-<variant>/")
         if device:
             p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
             p.add_argument("--allow-cpu", action="store_true", help="run the paper profile even without a GPU")
@@ -168,6 +234,9 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("record", help="re-record results (after a deliberate change)")
     p.add_argument("chapters", nargs="*")
+    p.add_argument("--spread", default="", metavar="V1,V2",
+                   help="kernel variants already run (rcbook run --kernels V); every tolerance is derived from the "
+                        "deviations between them and this run")
     common(p, device=False)
     p.set_defaults(fn=cmd_record)
     p = sub.add_parser("book", help="run changed chapters and build the HTML book")
@@ -178,12 +247,26 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .kernel_launcher import terminate_gracefully
+    terminate_gracefully()  # SIGTERM (timeout, kill) cleans up as Ctrl-C does
+    for var in ("RCBOOK_BUILD", "RCBOOK_CACHE", "RCBOOK_STATES", "RCBOOK_EXPECTED"):
+        if os.environ.get(var):  # absolute, so chapter kernels (started in other folders) see the same paths
+            os.environ[var] = os.path.abspath(os.environ[var])
     a = parser().parse_args(argv)
     try:
+        if getattr(a, "jobs", 1) < 1:
+            raise ParameterError(f"-j/--jobs = {a.jobs} is not allowed: the number of chapters run at once is an "
+                                 "integer >= 1")
+        if hasattr(a, "kernels"):
+            use_kernels(a.kernels)
         return a.fn(a)
     except ParameterError as e:
         print(f"rcbook: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        print(f"rcbook: interrupted ({e or 'Ctrl-C'}): partial outputs removed; a rerun resumes from the last "
+              "saved checkpoint", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

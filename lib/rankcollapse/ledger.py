@@ -84,7 +84,8 @@ def table(build: Path, profile: str, known_chapters) -> str:
             elif v is None:
                 vs.append(f"no verdict ({link})")
             else:
-                vs.append(f"**{v['verdict']}** ({link})")
+                note = f" (smoke differs from full: {v['smoke_note']})" if v.get("smoke_note") else ""
+                vs.append(f"**{v['verdict']}** ({link}){note}")
                 nums.append(_fmt(v.get("evidence", {}))[:160])
         lines.append(f"| {cid} | {claim} ({source}) | {strength} | {'<br>'.join(vs)} | "
                      f"{'<br>'.join(n.replace('|', '/') for n in nums) or '–'} |")

@@ -21,6 +21,7 @@ import inspect
 import os
 import platform
 import random
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import __version__
+from . import __version__, kernels, store
 from .chapters import schema as chapter_schema
 from .params import ParameterError  # noqa: F401  (re-exported for chapters)
 from .results import Results
@@ -82,7 +83,9 @@ class Chapter:
         self.results = Results(name, {
             "profile": params["profile"], "params": params, "seed": params["seed"],
             "device": str(self.device), "library_version": __version__, "library_hash": library_hash(),
+            "code_hash": store.chapter_code_hash(name),
             "torch_version": torch.__version__, "python": platform.python_version(),
+            "kernels": kernels.active(),
         })
         if self.device.type == "cpu":
             torch.set_num_threads(int(os.environ.get("RCBOOK_THREADS", "1")))
@@ -100,8 +103,21 @@ class Chapter:
     def verdict(self, claim_id: str, verdict: str, *, claim: str, rule: str, evidence: dict) -> str:
         """Record a claim verdict and glue it as ``verdict-<id>``."""
         v = self.results.verdict(claim_id, verdict, claim=claim, rule=rule, evidence=evidence)
-        self.glue(f"verdict-{claim_id}", v)
+        note = self.smoke_note(claim_id)
+        if note:  # the smoke miniature cannot show what full shows: say so next to the verdict, and record why
+            self.results.verdicts[claim_id]["smoke_note"] = note
+            self.glue(f"verdict-{claim_id}", f"{v} (at the smoke profile; the full profile's verdict differs: {note})")
+        else:
+            self.glue(f"verdict-{claim_id}", v)
         return v
+
+    def smoke_note(self, claim_id: str) -> str:
+        """The chapter module's stated reason (``SMOKE_VERDICT_NOTES[claim_id]``) why its smoke verdict on
+        ``claim_id`` differs from the full profile's, when this run is at smoke; else ``""``."""
+        if self.params.get("profile") != "smoke":
+            return ""
+        from .chapters import module
+        return getattr(module(self.name), "SMOKE_VERDICT_NOTES", {}).get(claim_id, "")
 
     @staticmethod
     def glue(name: str, v: Any) -> None:
@@ -140,12 +156,17 @@ class Chapter:
         return path
 
 
+# names IPython itself adds as cells run (input/output history); any other name, "_x" included, is a parameter
+# papermill injected, and an unknown one is an error
+_IPYTHON_NAME = re.compile(r"^(_|__|___|_i|_ii|_iii|_i\d+|_\d+|_oh|_dh|_ih|In|Out)$")
+
+
 def start(name: str, namespace: dict, before: set) -> Chapter:
     """Validate the parameters the notebook holds (defaults + papermill's injections) and start the chapter."""
     # everything assigned since the snapshot: the parameters cell and papermill's injected cell
     # (modules, classes and functions imported meanwhile are not parameters)
     given = {k: v for k, v in namespace.items()
-             if k not in before and not k.startswith("_") and not callable(v) and not inspect.ismodule(v)}
+             if k not in before and not _IPYTHON_NAME.match(k) and not callable(v) and not inspect.ismodule(v)}
     params = chapter_schema(name).resolve(given)
     ch = Chapter(name, params)
     try:

@@ -8,7 +8,9 @@ Layout of a build (``build/<profile>/``)::
     build/<profile>/<chapter>/.cache_key        what the outputs were made from
 
 A chapter is executed again only when its cache key changes: the chapter
-source, the library's source, the resolved parameters or the profile/device.
+source, the source of the library modules it imports (their import closure,
+:func:`rankcollapse.store.chapter_code_hash`), the resolved parameters or the
+profile/device. Editing a module no chapter imports (``cli.py``) re-executes nothing.
 Execution happens in a temporary folder that replaces the old outputs only on
 success, so a failed or interrupted run leaves no partial results behind.
 """
@@ -23,8 +25,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import store
 from .chapters import CHAPTERS, module as chapter_module, schema as chapter_schema
-from .notebook import library_hash, resolve_device
+from .notebook import resolve_device
 from .params import ParameterError
 
 REPO = Path(os.environ.get("RCBOOK_ROOT", Path(__file__).resolve().parents[2]))
@@ -52,11 +55,18 @@ def _local_kernel_manager():
     from jupyter_client.manager import AsyncKernelManager
 
     class LocalKernelManager(AsyncKernelManager):
-        """Kernels talk over local IPC sockets in the run's own folder, not TCP ports."""
+        """Kernels talk over local IPC sockets in the run's own folder, not TCP ports, and start through
+        :mod:`rankcollapse.kernel_launcher`, so a kernel dies with the runner that started it."""
 
         def __init__(self, **kw):
             kw.setdefault("transport", "ipc")
             super().__init__(**kw)
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            if cmd[1:3] == ["-m", "ipykernel_launcher"]:
+                cmd[1:3] = ["-m", "rankcollapse.kernel_launcher"]
+            return cmd
 
     return LocalKernelManager
 
@@ -68,7 +78,8 @@ def __getattr__(name):  # LocalKernelManager is built lazily so importing the ru
 
 
 def kernel_env() -> None:
-    """Environment every chapter kernel inherits: one thread, offline, no display."""
+    """Environment every chapter kernel inherits: one thread, offline, no display, the runner's PID."""
+    os.environ["RCBOOK_RUNNER_PID"] = str(os.getpid())
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -96,9 +107,12 @@ def prepare(name: str, overrides: dict, profile: str, device: str) -> tuple[dict
 
 
 def cache_key(name: str, resolved: dict) -> str:
+    """The chapter source, the source of the library modules its code imports (:func:`store.chapter_code_hash`:
+    the modules its cells and its chapter module reach by static imports, not the runner or the CLI) and the
+    resolved parameters with the device."""
     h = hashlib.sha256()
     h.update(chapter_source(name).read_bytes())
-    h.update(library_hash().encode())
+    h.update(store.chapter_code_hash(name).encode())
     p = {k: v for k, v in resolved.items() if k != "output_dir"}
     p["device"] = str(resolve_device(p["device"]))
     h.update(json.dumps(p, sort_keys=True).encode())
@@ -127,7 +141,10 @@ def run_chapter(name: str, overrides: dict | None = None, profile: str = "full",
 
     kernel_env()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    sweep_abandoned(out.parent, name)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-{os.getpid()}-", dir=out.parent))
+    umask = os.umask(0); os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it 0700; the output folder it becomes gets the user's usual mode
     t0 = time.perf_counter()
     try:
         src = tmp / f"{name}.source.ipynb"
@@ -144,19 +161,69 @@ def run_chapter(name: str, overrides: dict | None = None, profile: str = "full",
             shutil.rmtree(out)
         os.replace(tmp, out)
     except BaseException as e:
+        kept = None
+        if not isinstance(e, KeyboardInterrupt) and (tmp / f"{name}.ipynb").exists():
+            kept = out.parent / "failed" / f"{name}.ipynb"  # the executed notebook, with its traceback
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(tmp / f"{name}.ipynb", kept)
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, KeyboardInterrupt):
             raise
-        return RunOutcome(name, "failed", time.perf_counter() - t0, out, describe_failure(name, e))
+        return RunOutcome(name, "failed", time.perf_counter() - t0, out, describe_failure(name, e, kept))
     return RunOutcome(name, "ran", time.perf_counter() - t0, out)
 
 
-def describe_failure(name: str, e: BaseException) -> str:
-    """Name the chapter and the cell that raised."""
-    cell = getattr(e, "exec_count", None)
+def sweep_abandoned(folder: Path, name: str) -> list[Path]:
+    """Remove the partial folders ``.<name>-<pid>-*`` of runs whose process is gone (killed, say), and those of
+    runners too old to name their PID. A folder of a live run is left alone. Returns what was removed."""
+    gone = []
+    for d in folder.glob(f".{name}-*"):
+        rest = d.name[len(name) + 2:]
+        pid = rest.split("-", 1)[0]
+        if d.is_dir() and not (pid.isdigit() and _alive(int(pid))):
+            shutil.rmtree(d, ignore_errors=True)
+            gone.append(d)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def chapter_cell(name: str, cell_index: int | None, source: str | None) -> str:
+    """``code cell N of the chapter ('first line')``: N counts the chapter's own code cells (papermill's
+    injected-parameters cell is not one of them)."""
+    if cell_index is None:
+        return ""
+    nb = to_notebook(name)
+    own = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    # the executed notebook has papermill's injected cell right after the parameters cell
+    params_at = next((i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    idx = cell_index if params_at is None or cell_index <= params_at else cell_index - 1
+    n = sum(1 for i in own if i <= idx)
+    first = (source or (nb.cells[idx].source if idx < len(nb.cells) else "")).strip().splitlines()
+    return f" in code cell {n} of the chapter ('{first[0][:80] if first else ''}')"
+
+
+def describe_failure(name: str, e: BaseException, kept: Path | None = None) -> str:
+    """Name the chapter, the cell that raised (by its number among the chapter's own code cells and its first
+    line) and where the failed notebook was kept."""
+    where = ""
+    try:
+        where = chapter_cell(name, getattr(e, "cell_index", None), getattr(e, "source", None))
+    except Exception:  # naming the cell must never hide the failure itself
+        pass
     ename, evalue = getattr(e, "ename", type(e).__name__), getattr(e, "evalue", str(e))
-    where = f" in cell [{cell}]" if cell is not None else ""
-    return f"chapter '{name}' failed{where}: {ename}: {evalue}"
+    msg = f"chapter '{name}' failed{where}: {ename}: {evalue}"
+    if kept is not None:
+        msg += f"\n  the executed notebook, with its traceback: {kept}"
+    return msg
 
 
 def _run_star(args):
@@ -183,10 +250,28 @@ def run_many(names: list[str], overrides: dict, profile: str, device: str, force
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as ex:
+        ex = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker)
+        try:
             futs = {ex.submit(_run_star, (n, overrides, profile, device, force, root, log_output)): n for n in names}
             for i, f in enumerate(as_completed(futs), 1):
                 o = f.result()
                 outcomes.append(o)
                 report(i, o)
+        except BaseException:
+            # interrupted (Ctrl-C, SIGTERM) or failed: every chapter process cleans up now, none runs on
+            for proc in list((getattr(ex, "_processes", None) or {}).values()):
+                if proc.is_alive():
+                    proc.terminate()
+            ex.shutdown(wait=True, cancel_futures=True)
+            raise
+        ex.shutdown(wait=True)
     return outcomes
+
+
+def _init_pool_worker() -> None:
+    """A chapter process of ``run_many``: SIGTERM cleans up like Ctrl-C, and it gets SIGTERM when the runner dies
+    (its kernel, in turn, dies with it)."""
+    import signal
+    from .kernel_launcher import die_with_parent, terminate_gracefully
+    terminate_gracefully()
+    die_with_parent(signal.SIGTERM)

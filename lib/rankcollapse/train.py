@@ -12,8 +12,9 @@ Everything Hofmann & Mäder's protocol needs, as reusable pieces:
   below it. A crossing that climbs back (median above the threshold after ``settle_steps``) is a
   *self-healing event* and is reported, not dropped.
 * :func:`driver` / :func:`branch` / :func:`healthy` — train-or-load by content key under
-  ``build/states/<key>/`` (the key hashes the spec and the source of ``lm.py`` and ``train.py``), so any
-  chapter asking for the same run gets the same saved states without knowing who trained them.
+  ``build/states/<key>/`` (the key hashes the spec, the corpus bytes and the source of every module this one
+  imports: ``lm.py``, ``metrics.py``, ...; see :func:`rankcollapse.store.code_hash`), so any chapter asking
+  for the same run gets the same saved states without knowing who trained them.
 * :func:`run_parallel` — independent runs in spawned processes, one thread each.
 
 The data position of a run is its step counter (batches are drawn from a generator seeded by seed and
@@ -27,7 +28,6 @@ import hashlib
 import json
 import math
 import multiprocessing as mp
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from . import lm
+from . import lm, store
 from .lm import LMConfig, TinyLM, build_model
 from .metrics import q_spread, res, stable_rank
 
@@ -96,15 +96,16 @@ def driver_knots(ramp_start: int, ramp_end: int, alpha_min: float) -> tuple:
 
 
 def source_hash() -> str:
-    """sha256 of the sources that decide a trained state (``lm.py`` and this file)."""
-    h = hashlib.sha256()
-    for f in (Path(lm.__file__), Path(__file__)):
-        h.update(f.read_bytes())
-    return h.hexdigest()
+    """sha256 of the sources that decide a trained state: this module and everything it imports from the
+    library (``lm.py``, ``metrics.py``, ...), found by :func:`rankcollapse.store.import_closure`."""
+    return store.code_hash(__name__)
 
 
 def content_key(*parts) -> str:
+    """The key of a saved state: the source (:func:`source_hash`), the corpus bytes (their sha256, computed
+    once per process by the cached :func:`rankcollapse.lm.corpus`) and ``parts`` (specs, as JSON)."""
     h = hashlib.sha256(source_hash().encode())
+    h.update(lm.corpus().sha256.encode())
     h.update(json.dumps(parts, sort_keys=True, default=_jsonable).encode())
     return h.hexdigest()[:20]
 
@@ -118,11 +119,9 @@ def _jsonable(o):
 
 
 def states_dir() -> Path:
-    """Where trained states are cached: ``$RCBOOK_STATES``, else ``$RCBOOK_BUILD/states``, else ``build/states``."""
-    if os.environ.get("RCBOOK_STATES"):
-        return Path(os.environ["RCBOOK_STATES"])
-    root = os.environ.get("RCBOOK_BUILD") or Path(os.environ.get("RCBOOK_ROOT", Path(__file__).resolve().parents[2])) / "build"
-    return Path(root) / "states"
+    """Where trained states are cached: ``$RCBOOK_STATES``, else ``$RCBOOK_BUILD/states``, else ``build/states``
+    (:func:`rankcollapse.store.states_root`)."""
+    return store.states_root()
 
 
 # -- measurements -----------------------------------------------------------------------------------
@@ -205,10 +204,8 @@ def state_from_dict(spec: RunSpec, d: dict) -> TrainState:
 
 
 def save_state(state: TrainState | dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state.to_dict() if isinstance(state, TrainState) else state, tmp)
-    os.replace(tmp, path)
+    """Save atomically, through a uniquely named temporary file beside ``path``."""
+    store.atomic_torch_save(state.to_dict() if isinstance(state, TrainState) else state, Path(path))
 
 
 def load_dict(path: Path) -> dict:

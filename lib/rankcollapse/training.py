@@ -11,20 +11,28 @@ uninterrupted run (``tests/test_training.py`` proves it).
 :func:`cached_train` keys a trained model by its content -- a JSON-able dict
 (task, sizes, seed, steps, learning rate, ...) plus :data:`TRAINING_VERSION` --
 and stores it under the cache folder, so rebuilding the book does not retrain.
-Editing the source of the modules that define the computation (:data:`CODE_MODULES`) changes the key
-too. The cache folder is ``$RCBOOK_CACHE``, else ``<repo>/build/cache`` (git-ignored).
+Editing the source of the modules that define the computation changes the key
+too: this module and the modules the caller names (``code_modules``: the one that
+defines the loss and the data; default :data:`CODE_MODULES`), with everything they
+import from the library (:func:`rankcollapse.store.code_hash`). The cache folder is
+``$RCBOOK_CACHE``, else ``<store root>/toy`` (:func:`rankcollapse.store.states_root`,
+by default ``<repo>/build/states/toy``, git-ignored). One key trains once: the
+training holds a lock on ``<folder>/.lock`` and every file is written through a
+uniquely named temporary file, so concurrent runs asking for the same model wait
+for the first and load its result.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
+
+from . import store
 
 Tensor = torch.Tensor
 
@@ -37,40 +45,30 @@ class TrainingInterrupted(RuntimeError):
 
 
 def cache_root() -> Path:
-    env = os.environ.get("RCBOOK_CACHE")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "build" / "cache"
+    """``$RCBOOK_CACHE`` (made absolute), else ``<store root>/toy``."""
+    env = store.env_path("RCBOOK_CACHE")
+    if env is not None:
+        return env
+    return store.states_root() / "toy"
 
 
-# the modules whose source decides the weights a training produces (their hash is part of the cache key)
-CODE_MODULES = ("training.py", "san.py", "toynets.py", "toytasks.py")
+# the default modules (besides this one) whose source decides the weights a training produces: the
+# networks and the data of the toy tasks. A caller whose loss or data lives elsewhere names its own module.
+CODE_MODULES = ("rankcollapse.san", "rankcollapse.toynets", "rankcollapse.toytasks")
 
 
-def code_hash() -> str:
-    root = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for name in CODE_MODULES:
-        f = root / name
-        if f.exists():
-            h.update(name.encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
+def code_hash(code_modules=CODE_MODULES, root=None) -> str:
+    """:func:`rankcollapse.store.code_hash` of this module and ``code_modules`` (dotted names), with
+    everything they import from the library. ``root``: the package folder to read (default: this one)."""
+    return store.code_hash(__name__, *code_modules, root=root)
 
 
-def content_key(spec: dict) -> str:
+def content_key(spec: dict, code_modules=CODE_MODULES, root=None) -> str:
     """sha256 of the JSON of ``spec`` (sorted keys), the training version and the source of the modules
-    that define the computation (:data:`CODE_MODULES`); 16 hex digits."""
-    blob = json.dumps({"spec": spec, "training_version": TRAINING_VERSION, "code": code_hash()}, sort_keys=True,
-                      default=str)
+    that define the computation (:func:`code_hash` of ``code_modules``); 16 hex digits."""
+    blob = json.dumps({"spec": spec, "training_version": TRAINING_VERSION, "code": code_hash(code_modules, root)},
+                      sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def _atomic_save(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -120,7 +118,7 @@ def train(params: dict[str, Tensor], loss_fn: Callable[[dict, object], Tensor],
     log_every = log_every or max(1, steps // 10)
 
     def checkpoint():
-        _atomic_save({"step": step, "params": {k: t.detach().clone() for k, t in params.items()},
+        store.atomic_torch_save({"step": step, "params": {k: t.detach().clone() for k, t in params.items()},
                       "opt": opt.state_dict(), "gen_state": gen.get_state(), "torch_rng": torch.get_rng_state(),
                       "losses": losses}, ckpt_path)
 
@@ -148,28 +146,40 @@ def train(params: dict[str, Tensor], loss_fn: Callable[[dict, object], Tensor],
 
 def cached_train(spec: dict, init_fn: Callable[[], dict[str, Tensor]], loss_fn, batch_fn, steps: int, *,
                  lr: float, seed: int, ckpt_every: int | None = None, log: Callable[[str], None] = print,
-                 cache_dir: str | Path | None = None, **kw) -> TrainResult:
-    """Train (or load) the model described by ``spec``; the cache key covers spec, steps, lr and seed.
+                 cache_dir: str | Path | None = None, code_modules=CODE_MODULES, **kw) -> TrainResult:
+    """Train (or load) the model described by ``spec``; the cache key covers spec, steps, lr and seed, and the
+    source of this module and of ``code_modules`` (dotted names of the modules whose source decides the
+    weights: where ``init_fn``, ``loss_fn`` and ``batch_fn`` are defined, e.g. ``(__name__,)``), with
+    everything they import from the library.
 
     The folder ``<cache>/<spec['task']>-<key>/`` holds ``ckpt.pt`` while training
     and ``final.pt`` after; a finished model is loaded, an unfinished one resumes.
+    The training runs under an exclusive lock on ``<folder>/.lock``: a second process
+    asking for the same model waits, then loads the first one's ``final.pt``.
     """
     full = dict(spec, steps=steps, lr=lr, seed=seed)
-    key = content_key(full)
+    key = content_key(full, tuple(code_modules))
     folder = Path(cache_dir or cache_root()) / f"{spec.get('task', 'model')}-{key}"
     final = folder / "final.pt"
     name = str(spec.get("name", spec.get("task", "model")))
-    if final.exists():
+
+    def load() -> TrainResult:
         d = torch.load(final, map_location="cpu", weights_only=False)
         log(f"{name}: loaded trained model from cache ({folder.name})")
         return TrainResult(d["params"], d["losses"], d["steps"], 0, cached=True)
-    params = init_fn()
-    ck_every = ckpt_every if ckpt_every is not None else max(1, steps // 4)
-    r = train(params, loss_fn, batch_fn, steps, lr=lr, seed=seed, ckpt_path=folder / "ckpt.pt",
-              ckpt_every=ck_every, log=log, name=name, **kw)
-    _atomic_save({"params": {k: t.detach().clone() for k, t in r.params.items()}, "losses": r.losses,
-                  "steps": steps, "spec": full}, final)
-    (folder / "spec.json").write_text(json.dumps(full, indent=1, sort_keys=True, default=str))
-    if (folder / "ckpt.pt").exists():
-        (folder / "ckpt.pt").unlink()
+
+    if final.exists():
+        return load()
+    with store.lock(folder / ".lock"):
+        if final.exists():  # trained by another process while this one waited for the lock
+            return load()
+        params = init_fn()
+        ck_every = ckpt_every if ckpt_every is not None else max(1, steps // 4)
+        r = train(params, loss_fn, batch_fn, steps, lr=lr, seed=seed, ckpt_path=folder / "ckpt.pt",
+                  ckpt_every=ck_every, log=log, name=name, **kw)
+        store.atomic_write_bytes(folder / "spec.json",
+                                 json.dumps(full, indent=1, sort_keys=True, default=str).encode())
+        store.atomic_torch_save({"params": {k: t.detach().clone() for k, t in r.params.items()},
+                                 "losses": r.losses, "steps": steps, "spec": full}, final)
+        (folder / "ckpt.pt").unlink(missing_ok=True)
     return r

@@ -18,6 +18,13 @@ from ..metrics import norm_1inf, relative_residual, res
 from ..params import Param, Schema
 from ..san import SAN, SANConfig, random_tokens
 
+# why a smoke verdict differs from the full profile's (shown next to the verdict at smoke; tests/test_records.py)
+SMOKE_VERDICT_NOTES = {
+    "C3": "with smoke's narrower, shallower networks the strongest attention keeps less rank at the largest "
+          "lambda than at the smallest (refuted), where full's keep more over part of the range (inconclusive); "
+          "both read rank within a few decades of the float64 floor",
+}
+
 SCHEMA = Schema("mlp", [
     Param("n_layers", "int", "depth L of the SAN+MLP networks", {"smoke": 8, "full": 12, "paper": 12}, low=1, high=96),
     Param("n_heads", "int", "heads H per layer", {"smoke": 2, "full": 2, "paper": 4}, low=1, high=64),

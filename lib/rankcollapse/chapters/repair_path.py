@@ -183,8 +183,16 @@ def hysteresis(p, events, drivers, rev) -> list[dict]:
         rec = trt.recovery(rev[e["seed"]]["hist"], e["start"], e["rec_threshold"], p.recover_window)
         a_rec = spec.alpha(e["start"] + rec) if rec is not None else None
         out.append({"seed": e["seed"], "alpha_collapse": a_col, "alpha_recover": a_rec,
-                    "ratio": (a_rec / a_col) if a_rec is not None and a_col > 0 else None})
+                    "ratio": _ratio(a_rec, a_col)})
     return out
+
+
+def _ratio(a_rec: float | None, a_col: float) -> float | None:
+    """alpha of recovery / alpha of collapse; None without a recovery. A collapse first crossed at alpha = 0 (the
+    smoke driver's floor) makes any recovery infinitely far above the collapse scale: the ratio is inf."""
+    if a_rec is None:
+        return None
+    return a_rec / a_col if a_col > 0 else float("inf")
 
 
 def weight_rank_table(p, events, drivers, healthy) -> dict:

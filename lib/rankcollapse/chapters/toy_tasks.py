@@ -52,7 +52,8 @@ SCHEMA = Schema("toy-tasks", [
     Param("n_paths", "int", "authors' method: paths sampled per length (paper: 5 or 20)", 5, low=1, high=1000),
     Param("n_repeat", "int", "authors' method: repetitions of the sampling", {"smoke": 2, "full": 5, "paper": 10},
           low=1, high=1000),
-    Param("model_cache", "str", "folder of the trained-model cache (None: $RCBOOK_CACHE or <repo>/build/cache)",
+    Param("model_cache", "str",
+          "folder of the trained-model cache (None: $RCBOOK_CACHE or <store>/toy, by default build/states/toy)",
           None, optional=True),
 ])
 
@@ -104,7 +105,7 @@ def train_circle(h, variant, steps, lr, n, seed, cache, log):
 
     spec = {"task": "circle", "name": f"circle h={h} {variant}", "cfg": cfg.as_dict(), "n": n, "radius": RADIUS}
     r = cached_train(spec, lambda: tn.init_params(cfg, seed), loss, lambda g, s: None, steps, lr=lr, seed=seed,
-                     log=log, cache_dir=cache, log_every=max(1, steps // 2), clip=None)
+                     log=log, cache_dir=cache, log_every=max(1, steps // 2), clip=None, code_modules=(__name__,))
     return cfg, r
 
 
@@ -255,7 +256,7 @@ def path_effectiveness(task, p, seed, cache, log=print) -> dict:
             "data": {k: getattr(p, k) for k in ("mem_seqs", "mem_len", "mem_vocab")} if task == "mem" else {}}
     lr = p.mem_lr if task == "mem" else p.lr
     r = cached_train(spec, lambda: tn.init_params(cfg, seed), ce_loss(cfg), batch_fn, steps, lr=lr, seed=seed,
-                     log=log, cache_dir=cache)
+                     log=log, cache_dir=cache, code_modules=(__name__,))
     upto, only, full = tn.path_restricted_logits(cfg, r.params, X)
     L = cfg.n_layers
     g = torch.Generator().manual_seed(seed + 404)

@@ -1,0 +1,317 @@
+"""One content-addressed store: keys from the source the code really imports, one root, locks, atomic writes.
+
+Cache keys hash the source that decides a result, and only that source:
+
+* :func:`import_closure` -- the modules of this package reachable from some modules by *static* imports
+  (``import rankcollapse.x``, ``from rankcollapse.x import y``, ``from . import x``, ``from ..lm import y``,
+  imports inside functions included), read from the source files with :mod:`ast`, never imported. A module
+  brings its parent packages (their ``__init__.py`` runs when it is imported). Imports made by name at run
+  time (``importlib.import_module(name)``) are not followed.
+* :func:`code_hash` -- sha256 over (relative path, bytes) of every file of a closure.
+* :func:`chapter_modules` / :func:`chapter_code_hash` -- the same for a chapter: the modules its code cells
+  import plus its module of :data:`rankcollapse.chapters.CHAPTERS`, and the chapter's own source.
+
+So a docstring edit in ``cli.py`` re-executes no chapter, and an edit of ``metrics.py`` retrains the LM
+states (which measure with it). This module's own source is left out of every hash (:data:`KEY_EXEMPT`):
+it decides where results are stored, not what they are.
+
+Everything lies under one root, :func:`states_root`: ``$RCBOOK_STATES``, else ``$RCBOOK_BUILD/states``,
+else ``<repo>/build/states``. :func:`lock` is an exclusive cross-process file lock (:mod:`filelock`);
+:func:`atomic_write_bytes` / :func:`atomic_torch_save` write to a uniquely named temporary file in the
+target's folder and rename it into place, so concurrent writers never share a temporary name and a reader
+never sees a partial file.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import tempfile
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+
+PACKAGE = "rankcollapse"
+PACKAGE_ROOT = Path(__file__).resolve().parent
+# relative paths in the environment are resolved against the working folder at the time this module is
+# first imported (the runner exports absolute ones, so a kernel started elsewhere finds the same store)
+_CWD = os.getcwd()
+REPO = Path(os.path.abspath(os.environ.get("RCBOOK_ROOT") or PACKAGE_ROOT.parents[1]))
+# modules whose source is not part of any key: they decide where results lie, not what they are
+KEY_EXEMPT = frozenset({f"{PACKAGE}.store"})
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def env_path(var: str) -> Path | None:
+    """``$var`` as an absolute path (a relative one is taken relative to the folder this module was first
+    imported in), or None when unset or empty."""
+    v = os.environ.get(var)
+    if not v:
+        return None
+    return Path(os.path.normpath(os.path.join(_CWD, os.path.expanduser(v))))
+
+
+def states_root() -> Path:
+    """The store's root: ``$RCBOOK_STATES``, else ``$RCBOOK_BUILD/states``, else ``<repo>/build/states``."""
+    p = env_path("RCBOOK_STATES")
+    if p is not None:
+        return p
+    b = env_path("RCBOOK_BUILD")
+    if b is not None:
+        return b / "states"
+    r = env_path("RCBOOK_ROOT")
+    return (r or REPO) / "build" / "states"
+
+
+# -- import closures --------------------------------------------------------------------------------------
+def _root(root) -> Path:
+    return Path(root).resolve() if root is not None else PACKAGE_ROOT
+
+
+def module_file(module: str, root: str | Path | None = None) -> Path | None:
+    """The source file of a module of this package (``<root>/a/b.py`` or ``<root>/a/b/__init__.py``), or None."""
+    parts = module.split(".")
+    if parts[0] != PACKAGE or not all(p.isidentifier() for p in parts):
+        return None
+    base = _root(root).joinpath(*parts[1:])
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if len(parts) > 1 and (f := base.parent / f"{base.name}.py").is_file():
+        return f
+    return None
+
+
+def _is_package(module: str, root: Path) -> bool:
+    f = module_file(module, root)
+    return f is not None and f.name == "__init__.py"
+
+
+@lru_cache(maxsize=256)
+def _statements(source: bytes) -> tuple | None:
+    """The import statements anywhere in ``source`` (functions included): ``(level, module, names)`` for
+    ``from`` imports, ``(None, name, ())`` for plain ones; None when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((None, a.name, ()) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module, tuple(a.name for a in node.names)))
+    return tuple(out)
+
+
+def _imported(statements: tuple, module: str | None, root: Path) -> set[str]:
+    """Modules of this package named by ``statements`` (see :func:`_statements`). ``module``: the dotted name
+    of the module they come from (None for notebook code: no relative imports)."""
+    out: set[str] = set()
+    pkg = None
+    if module is not None:
+        pkg = module if _is_package(module, root) else module.rpartition(".")[0]
+    for level, name, names in statements:
+        if level is None:
+            if name == PACKAGE or name.startswith(PACKAGE + "."):
+                out.add(name)
+            continue
+        if level:
+            if not pkg:
+                continue
+            parts = pkg.split(".")
+            up = level - 1
+            if up >= len(parts):
+                continue
+            base = ".".join(parts[:len(parts) - up])
+            if name:
+                base = f"{base}.{name}"
+        else:
+            base = name or ""
+            if not (base == PACKAGE or base.startswith(PACKAGE + ".")):
+                continue
+        out.add(base)
+        for a in names:  # `from pkg import name`: name may be a submodule
+            if a != "*" and module_file(f"{base}.{a}", root) is not None:
+                out.add(f"{base}.{a}")
+    return out
+
+
+def _with_parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def import_closure(*modules: str, root: str | Path | None = None) -> list[str]:
+    """Sorted dotted names of the modules of this package reachable from ``modules`` (dotted names, e.g.
+    ``"rankcollapse.train"``) by static imports, the modules themselves and their parent packages included.
+    Reads the sources under ``root`` (default: this package's folder); imports nothing."""
+    r = _root(root)
+    todo = []
+    for m in modules:
+        if module_file(m, r) is None:
+            raise ModuleNotFoundError(f"no module {m!r} under {r}")
+        todo.append(m)
+    seen: set[str] = set()
+    while todo:
+        m = todo.pop()
+        for x in _with_parents(m):
+            if x in seen:
+                continue
+            f = module_file(x, r)
+            if f is None:  # a name, not a module (`from rankcollapse.x import y`): nothing to follow
+                continue
+            seen.add(x)
+            st = _statements(f.read_bytes())
+            if st is not None:  # one that does not parse cannot be imported either; its bytes are still hashed
+                todo.extend(sorted(_imported(st, x, r) - seen))
+    return sorted(seen)
+
+
+def _all_modules(root: Path) -> list[str]:
+    out = []
+    for f in sorted(root.rglob("*.py")):
+        rel = f.relative_to(root).with_suffix("").parts
+        if "__pycache__" in rel:
+            continue
+        if rel[-1] == "__init__":
+            rel = rel[:-1]
+        out.append(".".join((PACKAGE,) + rel))
+    return out
+
+
+def code_hash(*modules: str, root: str | Path | None = None) -> str:
+    """sha256 over (relative path, bytes) of every file in the import closure of ``modules``, in path order
+    (:data:`KEY_EXEMPT` left out)."""
+    r = _root(root)
+    files = sorted((module_file(m, r).relative_to(r).as_posix(), module_file(m, r))
+                   for m in import_closure(*modules, root=r) if m not in KEY_EXEMPT)
+    h = hashlib.sha256()
+    for rel, f in files:
+        data = f.read_bytes()
+        name = f"{PACKAGE}/{rel}".encode()
+        h.update(len(name).to_bytes(8, "little") + name + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
+# -- chapters ---------------------------------------------------------------------------------------------
+def _package_of(repo, package) -> Path:
+    if package is not None:
+        return _root(package)
+    return Path(repo).resolve() / "lib" / PACKAGE if repo is not None else PACKAGE_ROOT
+
+
+def chapter_path(name: str, repo: str | Path | None = None) -> Path:
+    return Path(repo or REPO) / "chapters" / f"{name}.md"
+
+
+def chapter_registry(root: str | Path | None = None) -> dict:
+    """``CHAPTERS`` of ``<root>/chapters/__init__.py``, read from its source (a literal dict)."""
+    r = _root(root)
+    try:
+        tree = ast.parse((r / "chapters" / "__init__.py").read_bytes())
+    except SyntaxError:
+        tree = None
+    for node in getattr(tree, "body", []):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "CHAPTERS" for t in targets) and node.value is not None:
+            try:
+                return dict(ast.literal_eval(node.value))
+            except ValueError:
+                break
+    if r == PACKAGE_ROOT:  # not a literal: ask the module itself (by name at run time, not a static import)
+        import importlib
+        return dict(importlib.import_module(f"{PACKAGE}.chapters").CHAPTERS)
+    raise ValueError(f"no literal CHAPTERS in {r / 'chapters' / '__init__.py'}")
+
+
+def code_cells(text: str) -> list[str]:
+    """The Python of every ```` ```{code-cell} ```` of a Jupytext MyST chapter: cell options (``:key: value``
+    lines or a ``---`` block at the top) and IPython lines (starting with ``%`` or ``!``) removed."""
+    cells, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        s = lines[i].strip()
+        fence = len(s) - len(s.lstrip("`"))
+        if fence >= 3 and s[fence:].startswith("{code-cell}"):
+            body, i = [], i + 1
+            while i < len(lines) and not (lines[i].strip().startswith("`" * fence)
+                                          and not lines[i].strip().strip("`")):
+                body.append(lines[i]); i += 1
+            if body and body[0].strip() == "---":  # YAML options block
+                end = next((k for k in range(1, len(body)) if body[k].strip() == "---"), None)
+                if end is not None:
+                    body = body[end + 1:]
+            while body and body[0].lstrip().startswith(":"):
+                body = body[1:]
+            cells.append("\n".join(ln for ln in body if not ln.lstrip().startswith(("%", "!"))))
+        i += 1
+    return cells
+
+
+def chapter_modules(name: str, repo: str | Path | None = None, package: str | Path | None = None) -> list[str]:
+    """The roots of a chapter's code: the modules of this package its code cells import, plus its module
+    of ``CHAPTERS``. ``repo``: the folder holding ``chapters/`` (and, unless ``package`` is given,
+    ``lib/rankcollapse``). A cell that does not parse makes every module of the package a root."""
+    pkg = _package_of(repo, package)
+    reg = chapter_registry(pkg)
+    if name not in reg:
+        raise KeyError(f"unknown chapter '{name}'; chapters: {', '.join(reg)}")
+    mods = {reg[name]}
+    for cell in code_cells(chapter_path(name, repo).read_text(encoding="utf-8")):
+        st = _statements(cell.encode())
+        if st is None:
+            return sorted(set(_all_modules(pkg)) | mods)
+        mods |= _imported(st, None, pkg)
+    return sorted(m for m in mods if module_file(m, pkg) is not None)
+
+
+def chapter_code_hash(name: str, repo: str | Path | None = None, package: str | Path | None = None) -> str:
+    """sha256 of the chapter's source and the :func:`code_hash` of the closure of :func:`chapter_modules`."""
+    pkg = _package_of(repo, package)
+    h = hashlib.sha256(chapter_path(name, repo).read_bytes())
+    h.update(code_hash(*chapter_modules(name, repo, pkg), root=pkg).encode())
+    return h.hexdigest()
+
+
+# -- locks and atomic writes ------------------------------------------------------------------------------
+@contextmanager
+def lock(path: str | Path):
+    """Hold an exclusive cross-process lock on the file ``path`` (created with its folder) while inside."""
+    from filelock import FileLock
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path)):
+        yield path
+
+
+@contextmanager
+def _atomic(path: Path):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # as a plainly created file would be (mkstemp makes it 0600)
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a uniquely named temporary file in the same folder."""
+    with _atomic(Path(path)) as f:
+        f.write(data)
+
+
+def atomic_torch_save(obj, path: str | Path) -> None:
+    """``torch.save(obj, path)`` through a uniquely named temporary file in the same folder."""
+    import torch
+    with _atomic(Path(path)) as f:
+        torch.save(obj, f)

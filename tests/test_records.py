@@ -1,0 +1,41 @@
+"""The recorded results in the repository: current, recorded with measured tolerances, and the smoke profile a
+faithful miniature of the full one (the same verdicts, or a stated reason next to the verdict)."""
+import pytest
+
+from rankcollapse.book import expected_path
+from rankcollapse.chapters import CHAPTERS, module
+from rankcollapse.records import load_checked
+from rankcollapse.store import chapter_code_hash
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_smoke_record_is_current(chapter):
+    rec = load_checked(expected_path("smoke", chapter))
+    assert rec.get("code_hash") == chapter_code_hash(chapter), (
+        f"data/expected/smoke/{chapter}.json was recorded by another version of the code this chapter depends on: "
+        f"re-run and re-record it (bash make.sh record smoke)")
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_smoke_tolerances_come_from_measured_spread(chapter):
+    rec = load_checked(expected_path("smoke", chapter))
+    assert "tolerance_rule" in rec
+    for name, e in rec["values"].items():
+        assert "measured:" in e["note"], f"{chapter}: value '{name}' has a tolerance not derived from measured spread"
+        assert set(e["spread"]["variants"]) >= {"avx2", "scalar"}
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_smoke_verdicts_equal_full_or_say_why(chapter):
+    smoke = load_checked(expected_path("smoke", chapter))["verdicts"]
+    full = load_checked(expected_path("full", chapter))["verdicts"]
+    notes = getattr(module(chapter), "SMOKE_VERDICT_NOTES", {})
+    assert set(smoke) == set(full), f"{chapter}: smoke and full record different claims"
+    for cid, v in smoke.items():
+        differs = v["verdict"] != full[cid]["verdict"]
+        if differs:
+            assert cid in notes and v.get("smoke_note") == notes[cid], (
+                f"{chapter}: {cid} is '{v['verdict']}' at smoke but '{full[cid]['verdict']}' at full, and the chapter "
+                f"states no reason (SMOKE_VERDICT_NOTES)")
+        else:
+            assert cid not in notes, f"{chapter}: a stated smoke reason for {cid}, whose verdicts agree"

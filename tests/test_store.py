@@ -1,0 +1,249 @@
+"""The content-addressed store: keys from the import closure, one root, locks and atomic writes."""
+import multiprocessing as mp
+import os
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rankcollapse import store
+from rankcollapse import train as lm_train
+from rankcollapse import training as tr
+
+REPO = Path(__file__).resolve().parents[1]
+LM_CHAPTERS = {"repair-driver", "repair-treatments", "repair-path", "repair-lr-burst"}
+
+
+# -- closures -------------------------------------------------------------------------------------------
+def test_closures_of_the_real_package():
+    assert {"rankcollapse.train", "rankcollapse.lm", "rankcollapse.metrics"} <= set(store.import_closure("rankcollapse.train"))
+    assert "rankcollapse.training" in store.import_closure("rankcollapse.chapters.toy_tasks")
+    # `from .chapters import schema` brings the package, not every chapter module
+    nb = store.import_closure("rankcollapse.notebook")
+    assert "rankcollapse.chapters" in nb and not any(m.startswith("rankcollapse.chapters.") for m in nb)
+    # `from . import repair_treatments` inside the chapters package
+    assert "rankcollapse.chapters.repair_treatments" in store.import_closure("rankcollapse.chapters.repair_path")
+    for name in store.chapter_registry():
+        c = store.import_closure(*store.chapter_modules(name))
+        assert not {"rankcollapse.cli", "rankcollapse.book", "rankcollapse.runner"} & set(c), name
+        assert "rankcollapse.notebook" in c and store.chapter_registry()[name] in c
+    assert store.import_closure("rankcollapse.train") == sorted(store.import_closure("rankcollapse.train"))
+    with pytest.raises(ModuleNotFoundError):
+        store.import_closure("rankcollapse.no_such_module")
+
+
+def test_import_resolution_rules(tmp_path):
+    """Relative and absolute imports, function-level imports, submodules named in `from pkg import name`."""
+    pkg = tmp_path / "rankcollapse"
+    files = {
+        "__init__.py": "",
+        "a.py": "from . import b\nfrom .sub import helper\n\ndef f():\n    from .sub import c\n",
+        "b.py": "import os\nx = 1\n",
+        "sub/__init__.py": "def helper():\n    pass\n",
+        "sub/c.py": "from ..b import x\nimport rankcollapse.d\nfrom rankcollapse import e as _e, __version__\n",
+        "d.py": "",
+        "e.py": "",
+        "unreached.py": "import rankcollapse.a\n",
+        "sub/broken.py": "def (:\n",
+    }
+    for rel, text in files.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    got = store.import_closure("rankcollapse.a", root=pkg)
+    assert got == ["rankcollapse", "rankcollapse.a", "rankcollapse.b", "rankcollapse.d", "rankcollapse.e",
+                   "rankcollapse.sub", "rankcollapse.sub.c"]
+    assert store.import_closure("rankcollapse.sub.broken", root=pkg) == [
+        "rankcollapse", "rankcollapse.sub", "rankcollapse.sub.broken"]
+    h = store.code_hash("rankcollapse.a", root=pkg)
+    (pkg / "unreached.py").write_text("# edited\n")
+    assert store.code_hash("rankcollapse.a", root=pkg) == h
+    (pkg / "d.py").write_text("# edited\n")
+    assert store.code_hash("rankcollapse.a", root=pkg) != h
+
+
+def test_code_cells_of_a_myst_chapter():
+    text = """# title
+
+```python
+import rankcollapse.cli  # not a code cell
+```
+
+```{code-cell} ipython3
+:tags: [remove-cell]
+
+%matplotlib inline
+!echo hi
+import rankcollapse.notebook as rcnb
+```
+
+````{code-cell} ipython3
+---
+tags: [parameters]
+---
+from rankcollapse import repair as rp
+````
+"""
+    cells = store.code_cells(text)
+    assert len(cells) == 2
+    assert "%" not in cells[0] and "!" not in cells[0] and "import rankcollapse.notebook" in cells[0]
+    assert cells[1].strip() == "from rankcollapse import repair as rp"
+
+
+# -- edits in a temporary copy ----------------------------------------------------------------------------
+@pytest.fixture
+def copy(tmp_path):
+    shutil.copytree(REPO / "lib" / "rankcollapse", tmp_path / "lib" / "rankcollapse",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "chapters", tmp_path / "chapters")
+    return tmp_path
+
+
+def _edit(repo: Path, rel: str) -> None:
+    with open(repo / "lib" / "rankcollapse" / rel, "a") as f:
+        f.write("\n# an edit\n")
+
+
+def _chapter_hashes(repo: Path) -> dict:
+    return {n: store.chapter_code_hash(n, repo=repo) for n in store.chapter_registry(repo / "lib" / "rankcollapse")}
+
+
+def test_copy_hashes_like_the_real_package(copy):
+    pkg = copy / "lib" / "rankcollapse"
+    assert store.code_hash("rankcollapse.train", root=pkg) == store.code_hash("rankcollapse.train")
+    assert store.chapter_code_hash("toy-tasks", repo=copy) == store.chapter_code_hash("toy-tasks")
+
+
+def test_editing_metrics_changes_the_lm_states_key(copy):
+    pkg = copy / "lib" / "rankcollapse"
+    before = store.code_hash("rankcollapse.train", root=pkg)
+    _edit(copy, "metrics.py")
+    assert store.code_hash("rankcollapse.train", root=pkg) != before
+
+
+@pytest.mark.parametrize("module", ["cli.py", "book.py", "runner.py", "store.py"])
+def test_editing_the_runner_or_cli_changes_no_chapter(copy, module):
+    before = _chapter_hashes(copy)
+    _edit(copy, module)
+    assert _chapter_hashes(copy) == before
+
+
+def test_editing_lm_changes_exactly_the_lm_chapters(copy):
+    before = _chapter_hashes(copy)
+    _edit(copy, "lm.py")
+    after = _chapter_hashes(copy)
+    assert {n for n in before if before[n] != after[n]} == LM_CHAPTERS
+
+
+def test_editing_a_chapter_source_changes_that_chapter_only(copy):
+    before = _chapter_hashes(copy)
+    with open(copy / "chapters" / "skip.md", "a") as f:
+        f.write("\nOne more sentence.\n")
+    after = _chapter_hashes(copy)
+    assert {n for n in before if before[n] != after[n]} == {"skip"}
+
+
+def test_editing_toy_tasks_changes_the_toy_network_key(copy):
+    pkg = copy / "lib" / "rankcollapse"
+    mods = ("rankcollapse.chapters.toy_tasks",)
+    spec = {"task": "sort", "steps": 10}
+    before, default = tr.content_key(spec, mods, root=pkg), tr.content_key(spec, root=pkg)
+    assert before == tr.content_key(spec, mods) and before != default
+    _edit(copy, "chapters/toy_tasks.py")
+    assert tr.content_key(spec, mods, root=pkg) != before
+    assert tr.content_key(spec, root=pkg) == default  # the default roots do not reach the chapter module
+    _edit(copy, "toytasks.py")
+    assert tr.content_key(spec, root=pkg) != default
+
+
+def test_lm_key_holds_the_corpus(monkeypatch):
+    a = lm_train.content_key("driver", 1)
+    monkeypatch.setattr(lm_train.lm, "corpus", lambda: SimpleNamespace(sha256="another corpus"))
+    assert lm_train.content_key("driver", 1) != a
+
+
+# -- root, atomic writes ----------------------------------------------------------------------------------
+def test_states_root(monkeypatch, tmp_path):
+    for v in ("RCBOOK_STATES", "RCBOOK_BUILD", "RCBOOK_ROOT", "RCBOOK_CACHE"):
+        monkeypatch.delenv(v, raising=False)
+    assert store.states_root() == REPO / "build" / "states"
+    assert tr.cache_root() == REPO / "build" / "states" / "toy"
+    monkeypatch.setenv("RCBOOK_BUILD", str(tmp_path / "b"))
+    assert store.states_root() == tmp_path / "b" / "states" == lm_train.states_dir()
+    monkeypatch.setenv("RCBOOK_STATES", "rel/states")
+    monkeypatch.setenv("RCBOOK_CACHE", "rel/cache")
+    monkeypatch.chdir(tmp_path)  # relative paths resolve against the folder of the first import, not the cwd
+    assert store.states_root() == Path(store._CWD) / "rel" / "states"
+    assert tr.cache_root() == Path(store._CWD) / "rel" / "cache"
+
+
+def test_atomic_writes_leave_no_temporary_files(tmp_path):
+    p = tmp_path / "d" / "x.pt"
+    store.atomic_torch_save({"a": torch.arange(3)}, p)
+    store.atomic_write_bytes(tmp_path / "d" / "y.json", b"{}")
+    with pytest.raises(Exception):
+        store.atomic_torch_save({"f": lambda: 0}, p)  # cannot be pickled: the old file stays whole
+    assert torch.equal(torch.load(p)["a"], torch.arange(3))
+    assert sorted(f.name for f in (tmp_path / "d").iterdir()) == ["x.pt", "y.json"]
+    assert oct((tmp_path / "d" / "y.json").stat().st_mode & 0o777) == oct(0o666 & ~store._UMASK)
+
+
+# -- two processes, one training --------------------------------------------------------------------------
+def _toy():
+    from rankcollapse import toynets as tn
+    from rankcollapse import toytasks as tt
+    cfg = tn.ToyNetConfig(2, 2, 8, 10, skip=True, vocab=10, n_pos=8)
+
+    def loss(p, batch):
+        x, y = batch
+        out = tn.forward(cfg, p, x)
+        return torch.nn.functional.cross_entropy(out.reshape(-1, 10), y.reshape(-1))
+
+    return cfg, (lambda: tn.init_params(cfg, 0)), loss, (lambda g, step: tt.sort_batch(g, 4))
+
+
+SPEC = {"task": "concurrent", "width": 8}
+
+
+def _worker(markers: str, barrier, queue) -> None:
+    torch.set_num_threads(1)
+    _, init, loss, batch = _toy()
+
+    def slow_init():  # runs only in the process that trains: leave a mark and hold the lock a while
+        (Path(markers) / str(os.getpid())).write_text("trained")
+        time.sleep(1.0)
+        return init()
+
+    barrier.wait()
+    r = tr.cached_train(SPEC, slow_init, loss, batch, 6, lr=1e-2, seed=1, log=lambda s: None, ckpt_every=2)
+    queue.put((r.cached, {k: v.numpy() for k, v in r.params.items()}))
+
+
+def test_two_processes_train_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCBOOK_CACHE", str(tmp_path / "cache"))
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    ctx = mp.get_context("spawn")
+    barrier, queue = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(str(markers), barrier, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        out = [queue.get(timeout=120) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+    assert all(p.exitcode == 0 for p in procs)
+    assert sorted(c for c, _ in out) == [False, True]
+    assert len(list(markers.iterdir())) == 1
+    _, init, loss, batch = _toy()
+    ref = tr.train(init(), loss, batch, 6, lr=1e-2, seed=1, log=lambda s: None)  # the numbers are unchanged
+    for _, params in out:
+        assert set(params) == set(ref.params)
+        for k in ref.params:
+            assert torch.equal(torch.from_numpy(params[k]), ref.params[k]), k
+    (folder,) = (tmp_path / "cache").iterdir()
+    assert folder.name.startswith("concurrent-")
+    assert {f.name for f in folder.iterdir()} - {".lock"} == {"final.pt", "spec.json"}
