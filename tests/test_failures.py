@@ -11,16 +11,18 @@ SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads
          "big_d": 8, "share_scales": [1.0], "share_seeds": 1}
 
 
-def test_a_failing_cell_is_named_and_its_notebook_kept(tmp_path, monkeypatch):
-    real = runner.to_notebook
-
-    def broken(name):
+def planted(source: str, real=runner.to_notebook):
+    """A ``to_notebook`` that puts a code cell holding ``source`` after the chapter's fourth code cell."""
+    def to_notebook(name):
         nb = real(name)
         code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-        nb.cells.insert(code[3] + 1, nbformat.v4.new_code_cell("x = 1\nraise ValueError('planted failure')"))
+        nb.cells.insert(code[3] + 1, nbformat.v4.new_code_cell(source))
         return nb
+    return to_notebook
 
-    monkeypatch.setattr(runner, "to_notebook", broken)
+
+def test_a_failing_cell_is_named_and_its_notebook_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "to_notebook", planted("x = 1\nraise ValueError('planted failure')"))
     o = runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=tmp_path)
     assert o.status == "failed"
     assert "in code cell 5 of the chapter ('x = 1')" in o.message, o.message
@@ -49,16 +51,12 @@ def test_outputs_get_the_users_permissions(tmp_path):
 
 
 DRIVER = r"""
-import sys, nbformat
+import sys
 from pathlib import Path
+sys.path.insert(0, sys.argv[2])
 from rankcollapse import runner
-real = runner.to_notebook
-def slow(name):
-    nb = real(name)
-    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    nb.cells.insert(code[3] + 1, nbformat.v4.new_code_cell("import time; time.sleep(120)"))
-    return nb
-runner.to_notebook = slow
+from test_failures import planted
+runner.to_notebook = planted("import time; time.sleep(120)")
 SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads": 2, "big_tokens": 8,
          "big_d": 8, "share_scales": [1.0], "share_seeds": 1}
 runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=Path(sys.argv[1]))
@@ -74,7 +72,7 @@ def _children(pid):
 def test_a_killed_runner_takes_its_kernel_with_it(tmp_path):
     import signal
     import time
-    runner_proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path)],
+    runner_proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), os.path.dirname(__file__)],
                                    env=dict(os.environ, OMP_NUM_THREADS="1"))
     kernels = []
     for _ in range(300):  # wait for the kernel to start (and reach the sleeping cell)
