@@ -203,3 +203,51 @@ def test_parallel_equals_serial(tmp_path):
     jobs2 = [dict(j, root=tmp_path / "par") for j in jobs]
     par = tr.run_parallel(tr.driver, jobs2, workers=2)
     assert [s["hist"] for s in serial] == [p["hist"] for p in par]
+
+
+# -- corrupt saved states are refused, moved aside and trained again --------------------------------------
+from test_store import CORRUPTIONS  # noqa: E402
+
+
+@pytest.mark.parametrize("how", ["truncate", "zero a block", "random bytes"])
+@pytest.mark.parametrize("which", ["driver.pt", "collapse.pt"])
+def test_a_corrupt_driver_state_is_retrained_not_used(tmp_path, which, how, capsys):
+    ds = tr.DriverSpec(tiny_spec(), 90, settle_steps=20, window=3)
+    a = tr.driver(ds, root=tmp_path / "a")
+    assert a["collapse"] is not None, "the tiny driver must settle for this test to mean anything"
+    d = tmp_path / "a" / a["key"]
+    ref = {f: tr.load_dict(d / f) for f in ("driver.pt", "collapse.pt")}
+    CORRUPTIONS[how](d / which)
+    b = tr.driver(ds, root=tmp_path / "a")
+    err = capsys.readouterr().err
+    assert f"{d / which} is corrupt" in err and "moved aside" in err
+    assert b["hist"] == a["hist"]
+    for f in ("driver.pt", "collapse.pt"):
+        _same(tr.load_dict(d / f), ref[f])
+    assert any(".corrupt-" in p.name for p in d.iterdir())
+
+
+@pytest.mark.parametrize("how", ["truncate", "zero a block"])
+def test_a_corrupt_checkpoint_is_not_resumed_from(tmp_path, how, capsys):
+    ds = tr.DriverSpec(tiny_spec(), 90, settle_steps=20, window=3)
+    a = tr.driver(ds, root=tmp_path / "a", ckpt_every=20)
+    with pytest.raises(tr.Stop):
+        tr.driver(ds, root=tmp_path / "b", ckpt_every=20, stop_at=55)
+    ck = tmp_path / "b" / a["key"] / "ckpt.pt"
+    CORRUPTIONS[how](ck)
+    b = tr.driver(ds, root=tmp_path / "b", ckpt_every=20)
+    assert f"{ck} is corrupt" in capsys.readouterr().err
+    assert a["hist"] == b["hist"]
+    _same(tr.load_dict(tmp_path / "a" / a["key"] / "driver.pt"), tr.load_dict(tmp_path / "b" / a["key"] / "driver.pt"))
+
+
+def test_a_corrupt_branch_is_retrained_and_a_corrupt_parent_named(tmp_path):
+    d = tr.driver(tr.DriverSpec(tiny_spec(), 40), root=tmp_path)
+    parent = tmp_path / d["key"] / "driver.pt"
+    spec = tiny_spec(alpha_knots=((40, 0.02),))
+    a = tr.branch(str(parent), spec, 20, root=tmp_path)
+    CORRUPTIONS["zero a block"](tmp_path / a["key"] / "branch.pt")
+    assert tr.branch(str(parent), spec, 20, root=tmp_path)["hist"] == a["hist"]
+    CORRUPTIONS["truncate"](parent)
+    with pytest.raises(tr.store.CorruptState, match=str(parent)):
+        tr.branch(str(parent), spec, 20, root=tmp_path)

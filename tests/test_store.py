@@ -246,4 +246,65 @@ def test_two_processes_train_once(tmp_path, monkeypatch):
             assert torch.equal(torch.from_numpy(params[k]), ref.params[k]), k
     (folder,) = (tmp_path / "cache").iterdir()
     assert folder.name.startswith("concurrent-")
-    assert {f.name for f in folder.iterdir()} - {".lock"} == {"final.pt", "spec.json"}
+    assert {f.name for f in folder.iterdir()} - {".lock"} == {"final.pt", "final.pt.sha256", "spec.json"}
+
+
+# -- stored files prove their integrity -------------------------------------------------------------------
+def _truncate(p):
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+
+
+def _zero_block(p):
+    """256 bytes set to zero, from the middle on where they are not zero already (a change, not a no-op)."""
+    data = bytearray(p.read_bytes())
+    at = next(i for i in range(len(data) // 2, len(data)) if data[i])
+    data[at: at + 256] = bytes(len(data[at: at + 256]))
+    p.write_bytes(bytes(data))
+
+
+def _random_bytes(p):
+    p.write_bytes(os.urandom(len(p.read_bytes())))
+
+
+CORRUPTIONS = {"truncate": _truncate, "zero a block": _zero_block, "random bytes": _random_bytes,
+               "empty": lambda p: p.write_bytes(b""),
+               "no sidecar": lambda p: store.sidecar(p).unlink()}
+
+
+def test_exempt_modules_import_nothing_that_computes():
+    # what is left out of every key may decide where results lie and how processes live, never what they are
+    for m in store.KEY_EXEMPT:
+        assert set(store.import_closure(m)) <= set(store.KEY_EXEMPT) | {"rankcollapse"}, m
+
+
+@pytest.mark.parametrize("how", sorted(CORRUPTIONS))
+def test_a_corrupt_file_is_refused_by_path(tmp_path, how):
+    p = tmp_path / "s" / "state.pt"
+    store.save_checked({"w": torch.arange(1000.0)}, p)
+    assert store.verify(p) is None
+    assert torch.equal(store.load_checked(p)["w"], torch.arange(1000.0))
+    CORRUPTIONS[how](p)
+    assert store.verify(p) is not None
+    with pytest.raises(store.CorruptState) as e:
+        store.load_checked(p)
+    assert str(p) in str(e.value)
+    dest = store.quarantine(p, e.value, then="retraining")
+    assert not p.exists() and dest.exists() and dest.parent == p.parent and ".corrupt-" in dest.name
+
+
+def test_consumed_states_are_logged_and_their_change_seen(tmp_path, monkeypatch):
+    log = tmp_path / "states.log"
+    monkeypatch.setenv(store.STATES_LOG, str(log))
+    a, b, c = (tmp_path / f"{n}.pt" for n in "abc")
+    store.save_checked({"x": 1}, a)
+    store.save_checked({"x": 2}, b)
+    store.save_checked({"x": 3}, c, record=False)  # a checkpoint: not among what the chapter consumed
+    store.load_checked(a)
+    got = store.consumed(log)
+    assert sorted(got) == [str(a.resolve()), str(b.resolve())]
+    assert store.changed_states(got) == []
+    store.save_checked({"x": 22}, b, record=False)  # replaced by another content
+    assert store.changed_states(got) == [str(b.resolve())]
+    store.remove_checked(a)
+    assert store.changed_states(got) == [str(a.resolve()), str(b.resolve())]

@@ -64,3 +64,30 @@ def test_content_key():
     a = tr.content_key({"task": "x", "steps": 1})
     assert a == tr.content_key({"steps": 1, "task": "x"})
     assert a != tr.content_key({"task": "x", "steps": 2})
+
+
+def test_a_corrupt_cached_network_or_checkpoint_is_retrained(tmp_path, capsys):
+    import pytest
+    from test_store import CORRUPTIONS
+    spec = {"task": "corrupttest", "cfg": CFG.as_dict()}
+    kw = dict(lr=1e-2, seed=1, log=lambda s: None, cache_dir=tmp_path, ckpt_every=3)
+    init = lambda: tn.init_params(CFG, 0)  # noqa: E731
+    ref = tr.cached_train(spec, init, _loss, _batch, 6, **kw)
+    (folder,) = tmp_path.iterdir()
+    for how in ("truncate", "zero a block", "random bytes", "no sidecar"):
+        CORRUPTIONS[how](folder / "final.pt")
+        r = tr.cached_train(spec, init, _loss, _batch, 6, **kw)
+        assert not r.cached, how  # retrained, not loaded
+        assert f"{folder / 'final.pt'} is corrupt" in capsys.readouterr().err, how
+        for k in ref.params:
+            assert torch.equal(ref.params[k], r.params[k]), (how, k)
+    # a corrupt checkpoint: the interrupted run starts again from scratch, to the same weights
+    with pytest.raises(tr.TrainingInterrupted):
+        tr.cached_train(spec, init, _loss, _batch, 7, interrupt_at=4, **kw)
+    (ck,) = tmp_path.glob("*/ckpt.pt")
+    CORRUPTIONS["zero a block"](ck)
+    r = tr.cached_train(spec, init, _loss, _batch, 7, **kw)
+    assert r.resumed_from == 0 and f"{ck} is corrupt" in capsys.readouterr().err
+    want = tr.train(init(), _loss, _batch, 7, lr=1e-2, seed=1, log=lambda s: None)
+    for k in want.params:
+        assert torch.equal(want.params[k], r.params[k]), k

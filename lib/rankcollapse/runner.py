@@ -6,11 +6,18 @@ Layout of a build (``build/<profile>/``)::
     build/<profile>/<chapter>/results.json      named values and verdicts
     build/<profile>/<chapter>/figures/*.png     every figure of the chapter
     build/<profile>/<chapter>/.cache_key        what the outputs were made from
+    build/<profile>/<chapter>/.states.json      the stored states it consumed, with their content hashes
 
 A chapter is executed again only when its cache key changes: the chapter
 source, the source of the library modules it imports (their import closure,
 :func:`rankcollapse.store.chapter_code_hash`), the resolved parameters or the
 profile/device. Editing a module no chapter imports (``cli.py``) re-executes nothing.
+A cached output is served only while every stored state it consumed (trained
+networks, read or written by the chapter's kernel and its workers; see
+:func:`rankcollapse.store.note_consumed`) is still stored with the content hash it
+had, so an output is never served beside states it was not made from.
+Two runs of one chapter into one build folder take turns (a file lock); the
+second finds the first one's output cached, unless forced.
 Execution happens in a temporary folder that replaces the old outputs only on
 success, so a failed or interrupted run leaves no partial results behind.
 """
@@ -132,15 +139,40 @@ def run_chapter(name: str, overrides: dict | None = None, profile: str = "full",
     resolved, pm = prepare(name, overrides or {}, profile, device)
     out = build_dir(profile, root) / name
     key = cache_key(name, resolved)
-    key_file = out / ".cache_key"
-    if not force and key_file.exists() and key_file.read_text() == key and (out / "results.json").exists():
+    if not force and (why := stale_reason(out, key)) is None:
         return RunOutcome(name, "cached", 0.0, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with store.lock(out.parent / ".locks" / f"{name}.lock"):  # one run of a chapter into a folder at a time
+        if not force and (why := stale_reason(out, key)) is None:  # made by a concurrent run meanwhile
+            return RunOutcome(name, "cached", 0.0, out)
+        return _execute(name, resolved, pm, out, key, log_output, why)
 
+
+def stale_reason(out: Path, key: str) -> str | None:
+    """Why the outputs in ``out`` cannot be served for ``key`` (None when they can): missing, made from other
+    inputs, or made from a stored state that has changed since (replaced, moved aside as corrupt, removed)."""
+    key_file = out / ".cache_key"
+    if not (key_file.exists() and (out / "results.json").exists()):
+        return "not run yet"
+    if key_file.read_text() != key:
+        return "its inputs changed"
+    try:
+        states = json.loads((out / ".states.json").read_text())
+    except FileNotFoundError:
+        return "made before consumed states were recorded"
+    except ValueError:
+        return "its record of consumed states is unreadable"
+    bad = store.changed_states(states)
+    if bad:
+        return f"{len(bad)} stored state(s) it was made from changed or are gone (e.g. {bad[0]})"
+    return None
+
+
+def _execute(name: str, resolved: dict, pm: dict, out: Path, key: str, log_output: bool, why: str) -> RunOutcome:
     import nbformat
     import papermill as pm_
 
     kernel_env()
-    out.parent.mkdir(parents=True, exist_ok=True)
     sweep_abandoned(out.parent, name)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-{os.getpid()}-", dir=out.parent))
     umask = os.umask(0); os.umask(umask)
@@ -150,12 +182,19 @@ def run_chapter(name: str, overrides: dict | None = None, profile: str = "full",
         src = tmp / f"{name}.source.ipynb"
         nbformat.write(to_notebook(name), src)
         pm["output_dir"] = "."  # the kernel runs in the temporary folder, which becomes `out`
-        pm_.execute_notebook(str(src), str(tmp / f"{name}.ipynb"), parameters=pm, kernel_name="python3",
-                             cwd=str(tmp), progress_bar=False, log_output=log_output, report_mode=False,
-                             kernel_manager_class="rankcollapse.runner.LocalKernelManager")
+        states_log = tmp / ".states.log"  # every stored state the kernel and its workers read or write
+        os.environ[store.STATES_LOG] = str(states_log)
+        try:
+            pm_.execute_notebook(str(src), str(tmp / f"{name}.ipynb"), parameters=pm, kernel_name="python3",
+                                 cwd=str(tmp), progress_bar=False, log_output=log_output, report_mode=False,
+                                 kernel_manager_class="rankcollapse.runner.LocalKernelManager")
+        finally:
+            os.environ.pop(store.STATES_LOG, None)
         src.unlink()
         if not (tmp / "results.json").exists():
             raise RuntimeError(f"chapter '{name}' finished without writing results.json (missing ch.finish()?)")
+        (tmp / ".states.json").write_text(json.dumps(store.consumed(states_log), indent=1) + "\n")
+        states_log.unlink(missing_ok=True)
         (tmp / ".cache_key").write_text(key)
         if out.exists():
             shutil.rmtree(out)
@@ -170,7 +209,7 @@ def run_chapter(name: str, overrides: dict | None = None, profile: str = "full",
         if isinstance(e, KeyboardInterrupt):
             raise
         return RunOutcome(name, "failed", time.perf_counter() - t0, out, describe_failure(name, e, kept))
-    return RunOutcome(name, "ran", time.perf_counter() - t0, out)
+    return RunOutcome(name, "ran", time.perf_counter() - t0, out, "" if why == "not run yet" else f"re-run: {why}")
 
 
 def sweep_abandoned(folder: Path, name: str) -> list[Path]:
@@ -227,7 +266,10 @@ def describe_failure(name: str, e: BaseException, kept: Path | None = None) -> s
 
 
 def _run_star(args):
-    return run_chapter(*args)
+    try:
+        return run_chapter(*args)
+    except KeyboardInterrupt:  # interrupted (SIGTERM from the runner): cleaned up; take no next chapter
+        os._exit(130)
 
 
 def run_many(names: list[str], overrides: dict, profile: str, device: str, force: bool = False,
@@ -258,11 +300,18 @@ def run_many(names: list[str], overrides: dict, profile: str, device: str, force
                 outcomes.append(o)
                 report(i, o)
         except BaseException:
-            # interrupted (Ctrl-C, SIGTERM) or failed: every chapter process cleans up now, none runs on
-            for proc in list((getattr(ex, "_processes", None) or {}).values()):
+            # interrupted (Ctrl-C, SIGTERM) or failed: every chapter process cleans up now and ends (none
+            # takes the next chapter); one still alive after a grace period is killed
+            procs = list((getattr(ex, "_processes", None) or {}).values())
+            for proc in procs:
                 if proc.is_alive():
                     proc.terminate()
-            ex.shutdown(wait=True, cancel_futures=True)
+            ex.shutdown(wait=False, cancel_futures=True)
+            deadline = time.monotonic() + 20
+            for proc in procs:
+                proc.join(max(0.1, deadline - time.monotonic()))
+                if proc.is_alive():
+                    proc.kill()
             raise
         ex.shutdown(wait=True)
     return outcomes

@@ -12,14 +12,19 @@ Cache keys hash the source that decides a result, and only that source:
   import plus its module of :data:`rankcollapse.chapters.CHAPTERS`, and the chapter's own source.
 
 So a docstring edit in ``cli.py`` re-executes no chapter, and an edit of ``metrics.py`` retrains the LM
-states (which measure with it). This module's own source is left out of every hash (:data:`KEY_EXEMPT`):
-it decides where results are stored, not what they are.
+states (which measure with it). This module's own source is left out of every hash, and so is
+:mod:`rankcollapse.kernel_launcher`'s (:data:`KEY_EXEMPT`): they decide where results are stored and how the
+processes computing them live and die, not what the results are (neither imports any other module of the
+package; ``tests/test_store.py`` checks it).
 
 Everything lies under one root, :func:`states_root`: ``$RCBOOK_STATES``, else ``$RCBOOK_BUILD/states``,
 else ``<repo>/build/states``. :func:`lock` is an exclusive cross-process file lock (:mod:`filelock`);
 :func:`atomic_write_bytes` / :func:`atomic_torch_save` write to a uniquely named temporary file in the
 target's folder and rename it into place, so concurrent writers never share a temporary name and a reader
-never sees a partial file.
+never sees a partial file. :func:`save_checked` / :func:`load_checked` store a file with its content hash and
+refuse one that no longer matches it (:class:`CorruptState`, :func:`quarantine`); :func:`note_consumed` tells
+the runner which stored states a chapter used, so its cached output is served only while they are unchanged
+(:func:`changed_states`).
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 _CWD = os.getcwd()
 REPO = Path(os.path.abspath(os.environ.get("RCBOOK_ROOT") or PACKAGE_ROOT.parents[1]))
 # modules whose source is not part of any key: they decide where results lie, not what they are
-KEY_EXEMPT = frozenset({f"{PACKAGE}.store"})
+KEY_EXEMPT = frozenset({f"{PACKAGE}.store", f"{PACKAGE}.kernel_launcher"})
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -315,3 +320,176 @@ def atomic_torch_save(obj, path: str | Path) -> None:
     import torch
     with _atomic(Path(path)) as f:
         torch.save(obj, f)
+
+
+# -- stored files that prove their integrity ---------------------------------------------------------------
+# Every trained state, checkpoint and cached network is written with a *sidecar* ``<file>.sha256`` holding the
+# sha256 and the byte length of its content; :func:`load_checked` refuses a file whose bytes do not match it.
+# The sidecar is written before the file itself (both atomically), so a file that exists always has its
+# sidecar, and a file with no sidecar, a short one or changed bytes is corrupt, never used.
+SIDECAR = ".sha256"
+STATES_LOG = "RCBOOK_STATES_LOG"
+
+
+class CorruptState(RuntimeError):
+    """A stored file whose content does not match its recorded hash (truncated, overwritten, unreadable)."""
+
+    def __init__(self, path, reason: str):
+        self.path, self.reason = Path(path), reason
+        super().__init__(f"corrupt stored file {path}: {reason}")
+
+
+def sidecar(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR)
+
+
+def _read_sidecar(path: Path) -> tuple[str, int] | None:
+    try:
+        parts = sidecar(path).read_text().split()
+        return parts[0], int(parts[1])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+
+
+def save_checked(obj, path: str | Path, *, record: bool = True) -> str:
+    """``torch.save(obj)`` to ``path`` with its content hash beside it (the sidecar first, then the file, both
+    atomically). ``record``: note the file among the states the running chapter consumed (see
+    :func:`note_consumed`); checkpoints, which a finished run deletes, are not noted. Returns the sha256."""
+    import io
+    import torch
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    data = buf.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    path = Path(path)
+    atomic_write_bytes(sidecar(path), f"{digest} {len(data)}\n".encode())
+    atomic_write_bytes(path, data)
+    if record:
+        note_consumed(path, digest)
+    return digest
+
+
+def remove_checked(path: str | Path) -> None:
+    """Remove a file written by :func:`save_checked` and its sidecar (the file first)."""
+    Path(path).unlink(missing_ok=True)
+    sidecar(path).unlink(missing_ok=True)
+
+
+def check_bytes(path: str | Path) -> tuple[bytes, str]:
+    """The bytes of ``path`` and their sha256, after checking them against the sidecar; raises
+    :class:`CorruptState` (naming the path and what is wrong) otherwise."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CorruptState(path, f"cannot be read ({e})") from e
+    want = _read_sidecar(path)
+    if want is None:
+        raise CorruptState(path, f"no content hash beside it ({sidecar(path).name} missing or unreadable)")
+    digest, size = want
+    if len(data) != size:
+        raise CorruptState(path, f"{len(data)} bytes where {size} were written (truncated or extended)")
+    got = hashlib.sha256(data).hexdigest()
+    if got != digest:
+        raise CorruptState(path, f"content hash {got[:12]} where {digest[:12]} was written (bytes changed)")
+    return data, digest
+
+
+def verify(path: str | Path) -> str | None:
+    """None when ``path`` matches its content hash, else what is wrong with it."""
+    try:
+        check_bytes(path)
+    except CorruptState as e:
+        return e.reason
+    return None
+
+
+def load_checked(path: str | Path, *, map_location=None, record: bool = True):
+    """``torch.load`` of a file written by :func:`save_checked`, after checking its content hash. Raises
+    :class:`CorruptState` naming the path on any mismatch, or when the checked bytes still do not load."""
+    import io
+    import torch
+    data, digest = check_bytes(path)
+    try:
+        obj = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
+    except Exception as e:  # noqa: BLE001 -- matching bytes that do not load: written by something else
+        raise CorruptState(path, f"does not load ({type(e).__name__}: {e})") from e
+    if record:
+        note_consumed(Path(path), digest)
+    return obj
+
+
+def quarantine(path: str | Path, reason, then: str = "", log=None) -> Path | None:
+    """Move a corrupt file (and its sidecar) aside to ``<name>.corrupt-<time>-<pid>`` in its folder, and say so
+    on stderr (and through ``log``): the path, what was wrong, where it went, ``then`` (what happens next).
+    Returns the new path (None if the file was already gone: moved by a concurrent run)."""
+    import sys
+    import time
+    path = Path(path)
+    reason = getattr(reason, "reason", reason)
+    dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    try:
+        os.replace(path, dest)
+    except FileNotFoundError:
+        dest = None
+    if dest is not None:
+        try:
+            os.replace(sidecar(path), sidecar(dest))
+        except FileNotFoundError:
+            pass
+    msg = f"rcbook store: {path} is corrupt ({reason})" + (f"; moved aside to {dest.name}" if dest else "")
+    msg += f"; {then}" if then else ""
+    print(msg, file=sys.stderr, flush=True)
+    if log is not None and log is not print:
+        log(msg)
+    return dest
+
+
+# -- which stored states a chapter consumed ----------------------------------------------------------------
+def note_consumed(path: str | Path, digest: str) -> None:
+    """Append ``path`` and its hash to the file named by ``$RCBOOK_STATES_LOG`` (set by the runner for each
+    chapter it executes, inherited by the chapter's kernel and its workers); nothing when unset. One line,
+    one ``write`` to a file opened for appending, so concurrent processes do not interleave."""
+    log = os.environ.get(STATES_LOG)
+    if not log:
+        return
+    line = (json_line({"path": str(Path(path).resolve()), "sha256": digest}) + "\n").encode()
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def json_line(d: dict) -> str:
+    import json
+    return json.dumps(d, sort_keys=True)
+
+
+def consumed(log: str | Path) -> dict[str, str]:
+    """``{path: sha256}`` from a log written by :func:`note_consumed` (empty when there is none)."""
+    import json
+    out: dict[str, str] = {}
+    try:
+        text = Path(log).read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        out[d["path"]] = d["sha256"]
+    return dict(sorted(out.items()))
+
+
+def changed_states(states: dict[str, str]) -> list[str]:
+    """The paths of ``states`` (``{path: sha256}``) that are no longer stored with that hash (by their sidecars:
+    replaced, moved aside or removed). A chapter output is served from the cache only while this is empty."""
+    bad = []
+    for p, digest in states.items():
+        want = _read_sidecar(Path(p))
+        if want is None or want[0] != digest or not Path(p).exists():
+            bad.append(p)
+    return bad

@@ -203,13 +203,26 @@ def state_from_dict(spec: RunSpec, d: dict) -> TrainState:
     return TrainState(model, opt, d["step"], copy.deepcopy(d["hist"]), copy.deepcopy(d.get("extra", {})))
 
 
-def save_state(state: TrainState | dict, path: Path) -> None:
-    """Save atomically, through a uniquely named temporary file beside ``path``."""
-    store.atomic_torch_save(state.to_dict() if isinstance(state, TrainState) else state, Path(path))
+def save_state(state: TrainState | dict, path: Path, record: bool = True) -> None:
+    """Save atomically with its content hash (:func:`rankcollapse.store.save_checked`); ``record=False`` for
+    checkpoints, which a finished run deletes."""
+    store.save_checked(state.to_dict() if isinstance(state, TrainState) else state, Path(path), record=record)
 
 
-def load_dict(path: Path) -> dict:
-    return torch.load(path, weights_only=False)
+def load_dict(path: Path, record: bool = True) -> dict:
+    """A saved state, checked against its content hash: raises :class:`rankcollapse.store.CorruptState`
+    naming the path when the file is truncated, changed or unreadable."""
+    return store.load_checked(path, record=record)
+
+
+def _load_or_quarantine(path: Path, then: str, log=None, record: bool = True) -> dict | None:
+    """The saved state at ``path``, or None when it is corrupt: then it is moved aside (and the move reported,
+    saying ``then``), never used."""
+    try:
+        return load_dict(path, record=record)
+    except store.CorruptState as e:
+        store.quarantine(path, e, then=then, log=log)
+        return None
 
 
 # -- detection --------------------------------------------------------------------------------------
@@ -286,7 +299,7 @@ def train(spec: RunSpec, state: TrainState, until: int, *, ckpt: Path | None = N
     while state.step <= until:
         t = state.step
         if ckpt is not None and t % ckpt_every == 0 and t > first:
-            save_state(state, ckpt)  # the state before step t's measurement: a resumed run redoes step t whole
+            save_state(state, ckpt, record=False)  # the state before step t's measurement: a resumed run redoes t whole
         model.alpha = spec.alpha(t)
         if t % spec.measure_every == 0:
             m = probe_measure(model, probe, all_blocks=False)
@@ -356,17 +369,24 @@ class DriverSpec:
 def driver(ds: DriverSpec, *, log=None, stop_at: int | None = None, root: Path | None = None,
            ckpt_every: int = 200) -> dict:
     """Run (or load) a driver. Returns its summary: history, detector result, and the path of the saved
-    settled collapse (``None`` if it never settled). Killed runs resume from ``ckpt.pt``."""
+    settled collapse (``None`` if it never settled). Killed runs resume from ``ckpt.pt``. A corrupt saved file
+    (``driver.pt``, ``collapse.pt``, ``ckpt.pt``: content hash mismatch) is moved aside and the run trained
+    again, from its checkpoint when that one is sound, never used."""
     key = content_key("driver", ds)
     d = Path(root or states_dir()) / key
     done = d / "driver.pt"
     if done.exists():
-        return _summary(load_dict(done), d)
+        out = _load_or_quarantine(done, "training the driver again", log)
+        if out is not None:
+            col = d / "collapse.pt"
+            bad = store.verify(col) if out["extra"].get("det", {}).get("settled") is not None else None
+            if bad is None:
+                return _summary(out, d)
+            store.quarantine(col, bad, then="training the driver again", log=log)
+            store.quarantine(done, "its collapse.pt is corrupt", log=log)
     spec = ds.run
-    ck = d / "ckpt.pt"
-    if ck.exists():
-        state = state_from_dict(spec, load_dict(ck))
-    else:
+    state = _resume(spec, d / "ckpt.pt", log)
+    if state is None:
         state = new_state(spec)
         state.extra["det"] = Detector(ds.threshold, ds.window, ds.settle_steps,
                                       arm_step=spec.alpha_knots[1][0] if len(spec.alpha_knots) > 1 else 0).to_dict()
@@ -377,13 +397,14 @@ def driver(ds: DriverSpec, *, log=None, stop_at: int | None = None, root: Path |
             save_state(st, d / "collapse.pt")
         st.extra["det"] = det.to_dict()
 
+    ck = d / "ckpt.pt"
     train(spec, state, ds.steps, ckpt=ck, ckpt_every=ckpt_every, on_measure=on_measure, log=log, stop_at=stop_at)
     out = state.to_dict()
     out["final_probe"] = probe_measure(state.model, lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx),
                                        entropy=True)
     out["key"] = key
     save_state(out, done)
-    ck.unlink(missing_ok=True)
+    store.remove_checked(ck)
     return _summary(out, d)
 
 
@@ -406,30 +427,43 @@ def healthy(spec: RunSpec, steps: int, *, log=None, root: Path | None = None) ->
 def branch(parent: str, spec: RunSpec, steps: int, *, log=None, root: Path | None = None, stop_at=None,
            ckpt_every: int = 200) -> dict:
     """Continue the saved state at ``parent`` (a ``.pt`` path) for ``steps`` steps under ``spec`` (its alpha
-    knots and term use absolute step numbers). Cached by the parent's key and the spec."""
+    knots and term use absolute step numbers). Cached by the parent's key and the spec; a corrupt saved branch
+    is moved aside and trained again; a corrupt parent raises :class:`rankcollapse.store.CorruptState`."""
     pd = load_dict(Path(parent))
     key = content_key("branch", Path(parent).parent.name, pd["step"], spec, steps)
     d = Path(root or states_dir()) / key
     done = d / "branch.pt"
     if done.exists():
-        out = load_dict(done)
-        return {"key": key, "hist": out["hist"], "start": out["extra"]["start"], "step": out["step"],
-                "final_probe": out["final_probe"]}
-    ck = d / "ckpt.pt"
-    if ck.exists():
-        state = state_from_dict(spec, load_dict(ck))
-    else:
+        out = _load_or_quarantine(done, "training the branch again", log)
+        if out is not None:
+            return {"key": key, "hist": out["hist"], "start": out["extra"]["start"], "step": out["step"],
+                    "final_probe": out["final_probe"]}
+    state = _resume(spec, d / "ckpt.pt", log)
+    if state is None:
         state = state_from_dict(spec, pd)
         state.hist = empty_hist()
         state.extra = {"start": pd["step"]}
     start = state.extra["start"]
+    ck = d / "ckpt.pt"
     train(spec, state, start + steps, ckpt=ck, ckpt_every=ckpt_every, log=log, stop_at=stop_at)
     out = state.to_dict()
     out["final_probe"] = probe_measure(state.model, lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx),
                                        entropy=True)
     save_state(out, done)
-    ck.unlink(missing_ok=True)
+    store.remove_checked(ck)
     return {"key": key, "hist": out["hist"], "start": start, "step": out["step"], "final_probe": out["final_probe"]}
+
+
+def _resume(spec: RunSpec, ck: Path, log=None) -> TrainState | None:
+    """The state saved in the checkpoint ``ck``, or None when there is none or it is corrupt (moved aside)."""
+    if not ck.exists():
+        return None
+    d = _load_or_quarantine(ck, "starting from scratch", log, record=False)
+    if d is None:
+        return None
+    if log is not None:
+        log(f"resumed from the checkpoint at step {d['step']}")
+    return state_from_dict(spec, d)
 
 
 def load_model(path: str | Path, alpha: float | None = None) -> TinyLM:
@@ -456,7 +490,12 @@ def calibrate(path: str | Path, kind: str, added: float, alpha: float, seed: int
 
 # -- parallel ---------------------------------------------------------------------------------------
 def _init_worker():
+    """A worker of :func:`run_parallel`: one thread, and it dies with the process that started it (a chapter's
+    kernel killed by any signal takes its workers with it)."""
+    import signal
+    from .kernel_launcher import die_with_parent
     torch.set_num_threads(1)
+    die_with_parent(signal.SIGKILL)
 
 
 def _call(fn, kwargs):

@@ -103,8 +103,13 @@ def train(params: dict[str, Tensor], loss_fn: Callable[[dict, object], Tensor],
     torch.manual_seed(int(seed))
     step, losses, resumed = 0, [], 0
     ckpt_path = Path(ckpt_path) if ckpt_path is not None else None
+    ck = None
     if ckpt_path is not None and ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        try:
+            ck = store.load_checked(ckpt_path, map_location="cpu", record=False)
+        except store.CorruptState as e:  # never used: moved aside, the run starts again
+            store.quarantine(ckpt_path, e, then="training from scratch", log=log)
+    if ck is not None:
         if set(ck["params"]) != set(params):
             raise ValueError(f"checkpoint {ckpt_path} holds other parameters than the model")
         with torch.no_grad():
@@ -118,9 +123,9 @@ def train(params: dict[str, Tensor], loss_fn: Callable[[dict, object], Tensor],
     log_every = log_every or max(1, steps // 10)
 
     def checkpoint():
-        store.atomic_torch_save({"step": step, "params": {k: t.detach().clone() for k, t in params.items()},
-                      "opt": opt.state_dict(), "gen_state": gen.get_state(), "torch_rng": torch.get_rng_state(),
-                      "losses": losses}, ckpt_path)
+        store.save_checked({"step": step, "params": {k: t.detach().clone() for k, t in params.items()},
+                            "opt": opt.state_dict(), "gen_state": gen.get_state(), "torch_rng": torch.get_rng_state(),
+                            "losses": losses}, ckpt_path, record=False)
 
     while step < steps:
         batch = batch_fn(gen, step)
@@ -155,7 +160,9 @@ def cached_train(spec: dict, init_fn: Callable[[], dict[str, Tensor]], loss_fn, 
     The folder ``<cache>/<spec['task']>-<key>/`` holds ``ckpt.pt`` while training
     and ``final.pt`` after; a finished model is loaded, an unfinished one resumes.
     The training runs under an exclusive lock on ``<folder>/.lock``: a second process
-    asking for the same model waits, then loads the first one's ``final.pt``.
+    asking for the same model waits, then loads the first one's ``final.pt``. Every file is
+    stored with its content hash; a corrupt ``final.pt`` or ``ckpt.pt`` is moved aside (and
+    reported on stderr, by path) and the model trained again, never used.
     """
     full = dict(spec, steps=steps, lr=lr, seed=seed)
     key = content_key(full, tuple(code_modules))
@@ -163,23 +170,28 @@ def cached_train(spec: dict, init_fn: Callable[[], dict[str, Tensor]], loss_fn, 
     final = folder / "final.pt"
     name = str(spec.get("name", spec.get("task", "model")))
 
-    def load() -> TrainResult:
-        d = torch.load(final, map_location="cpu", weights_only=False)
+    def load() -> TrainResult | None:
+        try:
+            d = store.load_checked(final, map_location="cpu")
+        except store.CorruptState:
+            return None
         log(f"{name}: loaded trained model from cache ({folder.name})")
         return TrainResult(d["params"], d["losses"], d["steps"], 0, cached=True)
 
-    if final.exists():
-        return load()
+    if final.exists() and (r := load()) is not None:
+        return r
     with store.lock(folder / ".lock"):
-        if final.exists():  # trained by another process while this one waited for the lock
-            return load()
+        if final.exists():  # trained by another process while this one waited for the lock, or corrupt
+            if (r := load()) is not None:
+                return r
+            store.quarantine(final, store.verify(final) or "does not load", then="training it again", log=log)
         params = init_fn()
         ck_every = ckpt_every if ckpt_every is not None else max(1, steps // 4)
         r = train(params, loss_fn, batch_fn, steps, lr=lr, seed=seed, ckpt_path=folder / "ckpt.pt",
                   ckpt_every=ck_every, log=log, name=name, **kw)
         store.atomic_write_bytes(folder / "spec.json",
                                  json.dumps(full, indent=1, sort_keys=True, default=str).encode())
-        store.atomic_torch_save({"params": {k: t.detach().clone() for k, t in r.params.items()},
-                                 "losses": r.losses, "steps": steps, "spec": full}, final)
-        (folder / "ckpt.pt").unlink(missing_ok=True)
+        store.save_checked({"params": {k: t.detach().clone() for k, t in r.params.items()},
+                            "losses": r.losses, "steps": steps, "spec": full}, final)
+        store.remove_checked(folder / "ckpt.pt")
     return r

@@ -162,7 +162,9 @@ def run_all(p, device, workers: int = 1, log=print) -> list[dict]:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
         order = sorted(specs, key=lambda s: -(COST[s[1]] if s[0] == "init" else 1))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+        from ..kernel_launcher import die_with_parent  # a worker dies with the kernel that started it
+        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                 initializer=die_with_parent) as ex:
             futs = {ex.submit(compute_model, s, params, dev): s for s in order}
             for f in as_completed(futs):
                 r = f.result()
