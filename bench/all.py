@@ -3,13 +3,15 @@
     .venv/bin/python bench/all.py [--quick]
 
 Rows:
-- bench/paths.py: the exact path recursion against the fastest honest enumeration, and against forward passes;
+- bench/paths.py: the exact path recursion against the fastest honest enumeration, and against forward
+  passes;
 - bench/train_throughput.py (when present): training throughput of the library's model against a plain loop;
 - wall time per chapter at smoke (CI budget) and at full (the published book), from the last builds
   (build/<profile>/<chapter>/results.json, else the recorded data/expected/<profile>/);
 - a no-change rebuild: `rcbook run all --profile smoke` with everything cached, timed here.
 Exits non-zero if any row misses its target.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,13 +36,17 @@ def load_bench(name: str):
 
 
 def chapter_times(profile: str) -> dict:
-    from rankcollapse.book import expected_path
+    from rankcollapse.book.build import expected_path
+    from rankcollapse.book.results import load
+    from rankcollapse.book.runner import build_dir
     from rankcollapse.chapters import CHAPTERS
-    from rankcollapse.results import load
-    from rankcollapse.runner import build_dir
+
     out = {}
     for ch in CHAPTERS:
-        for p, src in ((build_dir(profile) / ch / "results.json", "build"), (expected_path(profile, ch), "recorded")):
+        for p, src in (
+            (build_dir(profile) / ch / "results.json", "build"),
+            (expected_path(profile, ch), "recorded"),
+        ):
             if p.exists():
                 out[ch] = (load(p)["wall_time_s"], src)
                 break
@@ -59,35 +65,75 @@ def main(argv=None) -> int:
             rows += mod.measure(a.quick)
     smoke, full = chapter_times("smoke"), chapter_times("full")
     for ch, (t, src) in smoke.items():
-        rows.append({"benchmark": f"chapter {ch} at smoke ({src})", "measured": t, "unit": "s",
-                     "target": "<= 120", "ok": t <= 120})
+        rows.append(
+            {
+                "benchmark": f"chapter {ch} at smoke ({src})",
+                "measured": t,
+                "unit": "s",
+                "target": "<= 120",
+                "ok": t <= 120,
+            }
+        )
     if smoke:
         tot = sum(t for t, _ in smoke.values())
-        rows.append({"benchmark": "all chapters at smoke, one process", "measured": tot / 60, "unit": "min",
-                     "target": "<= 20 (CI <= 30 with set-up and tests)", "ok": tot <= 1200})
+        rows.append(
+            {
+                "benchmark": "all chapters at smoke, one process",
+                "measured": tot / 60,
+                "unit": "min",
+                "target": "<= 20 (CI <= 30 with set-up and tests)",
+                "ok": tot <= 1200,
+            }
+        )
     for ch, (t, src) in full.items():
-        rows.append({"benchmark": f"chapter {ch} at full ({src})", "measured": t / 60, "unit": "min",
-                     "target": "-", "ok": True})
+        rows.append(
+            {
+                "benchmark": f"chapter {ch} at full ({src})",
+                "measured": t / 60,
+                "unit": "min",
+                "target": "-",
+                "ok": True,
+            }
+        )
     if full:
         tot = sum(t for t, _ in full.values())
-        rows.append({"benchmark": "whole book at full, one process", "measured": tot / 60, "unit": "min",
-                     "target": "<= 90 on 2 cores", "ok": tot / 2 <= 5400})
-    print("== no-change rebuild: rcbook run all --profile smoke, a second time (the first brings the cache up to date)")
-    cmd = [sys.executable, "-m", "rankcollapse.cli", "run", "all", "--profile", "smoke", "-j", "2"]
+        rows.append(
+            {
+                "benchmark": "whole book at full, one process",
+                "measured": tot / 60,
+                "unit": "min",
+                "target": "<= 90 on 2 cores",
+                "ok": tot / 2 <= 5400,
+            }
+        )
+    print(
+        "== no-change rebuild: rcbook run all --profile smoke, a second time "
+        "(the first brings the cache up to date)"
+    )
+    cmd = [sys.executable, "-m", "rankcollapse.book.cli", "run", "all", "--profile", "smoke", "-j", "2"]
     subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     dt = time.perf_counter() - t0
     ran = sum(" ran " in line for line in r.stdout.splitlines())
     print(r.stdout.strip())
-    rows.append({"benchmark": "no-change rebuild (run all, smoke)", "measured": dt, "unit": "s",
-                 "target": "executes 0 chapters", "ok": r.returncode == 0 and ran == 0})
+    rows.append(
+        {
+            "benchmark": "no-change rebuild (run all, smoke)",
+            "measured": dt,
+            "unit": "s",
+            "target": "executes 0 chapters",
+            "ok": r.returncode == 0 and ran == 0,
+        }
+    )
 
     w = max(len(r["benchmark"]) for r in rows)
     print(f"\n{'benchmark':<{w}}  {'measured':>10}  {'unit':<15} {'target':<38} result")
     for r in rows:
-        print(f"{r['benchmark']:<{w}}  {r['measured']:>10.2f}  {r['unit']:<15} {r['target']:<38} "
-              f"{'PASS' if r['ok'] else 'FAIL'}")
+        print(
+            f"{r['benchmark']:<{w}}  {r['measured']:>10.2f}  {r['unit']:<15} {r['target']:<38} "
+            f"{'PASS' if r['ok'] else 'FAIL'}"
+        )
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -11,6 +11,7 @@ Prints, from one run on one thread:
    the same network (target: <= 2 L = 24).
 Both methods produce the same per-length sums (checked here too). Times are medians over repeats.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,8 @@ import time
 
 import torch
 
-from rankcollapse.paths import length_components, path_sum_enumerated
-from rankcollapse.san import SAN, SANConfig, random_tokens
+from rankcollapse.core.paths import length_components, path_sum_enumerated
+from rankcollapse.core.san import SAN, SANConfig, random_tokens
 
 
 def median_time(fn, repeats: int) -> float:
@@ -58,8 +59,10 @@ def measure(quick: bool = False, echo=print) -> list[dict]:
     n, d = 32, 32
     repeats = 3
     echo(f"1. recursion vs prefix-sharing enumeration (n={n}, d={d}, float32, one thread)")
-    echo(f"   {'L':>2} {'H':>2} {'paths':>9} {'enum (s)':>10} {'recursion (s)':>14} {'speed-up':>9} "
-         f"{'predicted':>10} {'max rel diff':>12}")
+    echo(
+        f"   {'L':>2} {'H':>2} {'paths':>9} {'enum (s)':>10} {'recursion (s)':>14} {'speed-up':>9} "
+        f"{'predicted':>10} {'max rel diff':>12}"
+    )
     grid = [(6, 4), (4, 4), (5, 4), (7, 4), (6, 2), (6, 3), (6, 6)]
     if quick:
         grid = [(6, 4), (4, 4), (6, 2)]
@@ -69,8 +72,10 @@ def measure(quick: bool = False, echo=print) -> list[dict]:
         ratio = t_enum / t_rec
         if (L, H) == (6, 4):
             headline = ratio
-        echo(f"   {L:>2} {H:>2} {(H + 1) ** L:>9} {t_enum:>10.4f} {t_rec:>14.5f} {ratio:>8.0f}x {pred:>9.0f}x "
-             f"{err:>12.1e}")
+        echo(
+            f"   {L:>2} {H:>2} {(H + 1) ** L:>9} {t_enum:>10.4f} {t_rec:>14.5f} {ratio:>8.0f}x "
+            f"{pred:>9.0f}x {err:>12.1e}"
+        )
 
     L, H, nb, db = 12, 12, (32 if quick else 128), 768
     san, X, _ = network(L, H, nb, db)
@@ -79,24 +84,40 @@ def measure(quick: bool = False, echo=print) -> list[dict]:
         _, atts = san.forward(X)
         t_rec = median_time(lambda: length_components(san, X, atts), 3)
     ratio = t_rec / t_fwd
-    echo(f"2. BERT-Base size (L={L}, H={H}, n={nb}, d={db}, float32, {(H + 1) ** L:.2e} paths): "
-         f"forward pass {t_fwd:.3f} s, recursion {t_rec:.3f} s")
+    echo(
+        f"2. BERT-Base size (L={L}, H={H}, n={nb}, d={db}, float32, {(H + 1) ** L:.2e} paths): "
+        f"forward pass {t_fwd:.3f} s, recursion {t_rec:.3f} s"
+    )
     return [
-        {"benchmark": "path recursion vs enumeration (L=6, H=4)", "measured": headline, "unit": "x faster",
-         "target": ">= 100", "ok": headline >= 100},
-        {"benchmark": f"path recursion at BERT-Base size (n={nb})", "measured": ratio, "unit": "forward passes",
-         "target": f"<= {2 * L}", "ok": ratio <= 2 * L},
+        {
+            "benchmark": "path recursion vs enumeration (L=6, H=4)",
+            "measured": headline,
+            "unit": "x faster",
+            "target": ">= 100",
+            "ok": headline >= 100,
+        },
+        {
+            "benchmark": f"path recursion at BERT-Base size (n={nb})",
+            "measured": ratio,
+            "unit": "forward passes",
+            "target": f"<= {2 * L}",
+            "ok": ratio <= 2 * L,
+        },
     ]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller grid and BERT-Base at n=32 (for a smoke check)")
+    ap.add_argument(
+        "--quick", action="store_true", help="smaller grid and BERT-Base at n=32 (for a smoke check)"
+    )
     a = ap.parse_args(argv)
     rows = measure(a.quick)
     for r in rows:
-        print(f"{r['benchmark']}: {r['measured']:.2f} {r['unit']} (target {r['target']}): "
-              f"{'PASS' if r['ok'] else 'FAIL'}")
+        print(
+            f"{r['benchmark']}: {r['measured']:.2f} {r['unit']} (target {r['target']}): "
+            f"{'PASS' if r['ok'] else 'FAIL'}"
+        )
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -2,12 +2,14 @@
 
     .venv/bin/python bench/train_throughput.py [--steps 60] [--repeats 3] [--depth 12] [--batch 16]
 
-Both train the same :class:`rankcollapse.lm.TinyLM` (same initialisation, AdamW lr 1e-3, clipping at 1) at
-the repair chapters' CPU scale, one thread. The library loop (:func:`rankcollapse.train.train`) also does
-what the chapters need: the probe measurement every 10 steps, per-step gradient norm and clip flag, history.
+Both train the same :class:`rankcollapse.lm.model.TinyLM` (same initialisation, AdamW lr 1e-3, clipping at
+1) at the repair chapters' CPU scale, one thread. The library loop (:func:`rankcollapse.lm.training.train`)
+also does what the chapters need: the probe measurement every 10 steps, per-step gradient norm and clip
+flag, history.
 The two are measured alternately in the same process, best of ``--repeats``; the ratio library/plain is the
 figure of merit (target >= 0.9). On a shared machine absolute numbers are inflated; the ratio less so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +18,8 @@ import time
 import torch
 import torch.nn.functional as F
 
-from rankcollapse import lm
-from rankcollapse import train as tr
+from rankcollapse.lm import model as lm
+from rankcollapse.lm import training as tr
 
 
 def plain(cfg: lm.LMConfig, steps: int, batch: int, seed: int = 0) -> float:
@@ -45,24 +47,39 @@ def library(cfg: lm.LMConfig, steps: int, batch: int, seed: int = 0) -> float:
     return steps * batch * cfg.ctx / (time.perf_counter() - t0)
 
 
-def measure(quick: bool = False, echo=print, steps: int = 60, repeats: int = 3, depth: int = 12,
-            batch: int = 16) -> list[dict]:
+def measure(
+    quick: bool = False, echo=print, steps: int = 60, repeats: int = 3, depth: int = 12, batch: int = 16
+) -> list[dict]:
     """Measure both loops alternately; print through ``echo``; return the summary row for bench/all.py."""
     if quick:
         steps, repeats = 20, 2
     torch.set_num_threads(1)
     cfg = lm.LMConfig(depth=depth)
     lm.corpus()
-    plain(cfg, 5, batch); library(cfg, 5, batch)  # warm-up
+    plain(cfg, 5, batch)
+    library(cfg, 5, batch)  # warm-up
     p, l = [], []
     for _ in range(repeats):
         p.append(plain(cfg, steps, batch))
         l.append(library(cfg, steps, batch))
-    echo(f"plain PyTorch loop : {max(p):9.0f} tokens/s (best of {repeats}: {', '.join(f'{x:.0f}' for x in p)})")
-    echo(f"library train()    : {max(l):9.0f} tokens/s (best of {repeats}: {', '.join(f'{x:.0f}' for x in l)})")
+    echo(
+        f"plain PyTorch loop : {max(p):9.0f} tokens/s "
+        f"(best of {repeats}: {', '.join(f'{x:.0f}' for x in p)})"
+    )
+    echo(
+        f"library train()    : {max(l):9.0f} tokens/s "
+        f"(best of {repeats}: {', '.join(f'{x:.0f}' for x in l)})"
+    )
     ratio = max(l) / max(p)
-    return [{"benchmark": "training throughput, library / plain loop", "measured": ratio, "unit": "x",
-             "target": ">= 0.9", "ok": ratio >= 0.9}]
+    return [
+        {
+            "benchmark": "training throughput, library / plain loop",
+            "measured": ratio,
+            "unit": "x",
+            "target": ">= 0.9",
+            "ok": ratio >= 0.9,
+        }
+    ]
 
 
 def main(argv=None) -> int:

@@ -1,14 +1,23 @@
 """The strict book build: glued numbers and figures render; a broken reference fails the build."""
+
 import json
 import re
 
 import pytest
 
-from rankcollapse.book import build_staged, stage
-from rankcollapse.runner import run_chapter
+from rankcollapse.book.build import build_staged, stage
+from rankcollapse.book.runner import run_chapter
 
-SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads": 2, "big_tokens": 8,
-         "big_d": 8, "share_scales": [1.0], "share_seeds": 1}
+SMALL = {
+    "recon_layers": [1, 2],
+    "recon_heads": [1],
+    "big_layers": 2,
+    "big_heads": 2,
+    "big_tokens": 8,
+    "big_d": 8,
+    "share_scales": [1.0],
+    "share_seeds": 1,
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Bad arguments stop before any work, naming what is allowed."""
-from rankcollapse.cli import main
+
+from rankcollapse.book.cli import main
 
 
 def test_jobs_below_one_is_refused(capsys):
@@ -14,6 +15,7 @@ def test_underscore_parameter_is_refused(capsys):
 
 def test_unknown_kernel_variant_is_refused_by_the_parser(capsys):
     import pytest
+
     with pytest.raises(SystemExit):
         main(["check", "--profile", "smoke", "--kernels", "avx9"])
 

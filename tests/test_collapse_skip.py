@@ -1,21 +1,24 @@
-"""Collapse tools, bounds along depth, the beta constraint and the skip constructions, against hand computations."""
+"""Collapse tools, bounds along depth, the beta constraint and the skip constructions, against hand
+computations."""
+
 import math
 
 import pytest
 import torch
 
-from rankcollapse import adversary as A
-from rankcollapse import bounds as B
-from rankcollapse import collapse_tools as T
-from rankcollapse import metrics as M
 from rankcollapse.chapters import collapse as col
 from rankcollapse.chapters import skip as sk
-from rankcollapse.san import SAN, SANConfig, random_tokens
+from rankcollapse.core import adversary as A
+from rankcollapse.core import bounds as B
+from rankcollapse.core import metrics as M
+from rankcollapse.core import trajectory as T
+from rankcollapse.core.san import SAN, SANConfig, random_tokens
 
 
 def test_composite_norm_of_a_residual_by_hand():
     X = torch.tensor([[1.0, 0.0], [2.0, 3.0], [3.0, -3.0]], dtype=torch.float64)
-    # token mean (2, 0): res = [[-1, 0], [0, 3], [1, -3]]; column abs sums 2, 6 -> 6; row abs sums 1, 3, 4 -> 4
+    # token mean (2, 0): res = [[-1, 0], [0, 3], [1, -3]]; column abs sums 2, 6 -> 6;
+    # row abs sums 1, 3, 4 -> 4
     R = M.res(X)
     assert torch.equal(R, torch.tensor([[-1.0, 0.0], [0.0, 3.0], [1.0, -3.0]], dtype=torch.float64))
     assert M.norm_1inf(R).item() == pytest.approx(math.sqrt(24), rel=1e-15)
@@ -47,8 +50,10 @@ def test_exponent_fit_cubic_and_linear():
 
 
 def test_bound_along_depth_by_hand():
-    layers = [{"beta": 2.0, "gamma_min": 0.25, "res_in": 1.0, "res_out": 0.5},
-              {"beta": 1.0, "gamma_min": 0.5, "res_in": 0.5, "res_out": 0.1}]
+    layers = [
+        {"beta": 2.0, "gamma_min": 0.25, "res_in": 1.0, "res_out": 0.5},
+        {"beta": 1.0, "gamma_min": 0.5, "res_in": 0.5, "res_out": 0.1},
+    ]
     b = T.bound_along_depth(layers, res0=1.0, H=1, dqk=4)
     # beta = 2, gamma = 0.5 -> f = 4 * 0.5 * 2 / 2 = 2
     assert b["factor"] == pytest.approx(2.0)
@@ -87,8 +92,10 @@ def test_linear_reference_and_verdict_rules():
     assert col.c1_verdict({**base, "certified_collapsed": 3}) == "refuted"
     assert col.c1_verdict({**base, "exponent_certified_median": 1.1}) == "refuted"
     assert col.c1_verdict({**base, "exponent_certified_median": 1.8}) == "inconclusive"
-    assert col.c1_verdict({**base, "certified": 0, "certified_collapsed": 0,
-                           "exponent_certified_median": None}) == "inconclusive"
+    assert (
+        col.c1_verdict({**base, "certified": 0, "certified_collapsed": 0, "exponent_certified_median": None})
+        == "inconclusive"
+    )
     assert sk.c2_verdict(True, 6, 0, 6) == "supported"
     assert sk.c2_verdict(False, 6, 0, 6) == "refuted"
     assert sk.c2_verdict(True, 6, 6, 6) == "refuted"
@@ -153,7 +160,9 @@ def test_skip_constructions_preserve_residual():
 
 def test_skip_check_rejects_bad_subspace():
     from types import SimpleNamespace
-    from rankcollapse.params import ParameterError
+
+    from rankcollapse.book.params import ParameterError
+
     with pytest.raises(ParameterError, match="subspace_dim"):
         sk.check(SimpleNamespace(d_model=8, heads=1, search_d=8, search_heads=1, subspace_dim=8))
 
@@ -161,6 +170,7 @@ def test_skip_check_rejects_bad_subspace():
 @pytest.mark.parametrize("profile", ["smoke", "full", "paper"])
 def test_profiles_resolve_and_pass_checks(profile):
     from types import SimpleNamespace
+
     for mod in (col, sk):
         p = mod.SCHEMA.resolve({"profile": profile})
         assert p["profile"] == profile

@@ -1,4 +1,5 @@
 """Failures that explain themselves, and runs that leave no litter (runner side)."""
+
 import json
 import os
 import subprocess
@@ -6,19 +7,29 @@ import sys
 
 import nbformat
 
-from rankcollapse import runner
+from rankcollapse.book import runner
 
-SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads": 2, "big_tokens": 8,
-         "big_d": 8, "share_scales": [1.0], "share_seeds": 1}
+SMALL = {
+    "recon_layers": [1, 2],
+    "recon_heads": [1],
+    "big_layers": 2,
+    "big_heads": 2,
+    "big_tokens": 8,
+    "big_d": 8,
+    "share_scales": [1.0],
+    "share_seeds": 1,
+}
 
 
 def planted(source: str, real=runner.to_notebook):
     """A ``to_notebook`` that puts a code cell holding ``source`` after the chapter's fourth code cell."""
+
     def to_notebook(name):
         nb = real(name)
         code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
         nb.cells.insert(code[3] + 1, nbformat.v4.new_code_cell(source))
         return nb
+
     return to_notebook
 
 
@@ -35,7 +46,8 @@ def test_a_failing_cell_is_named_and_its_notebook_kept(tmp_path, monkeypatch):
 
 
 def test_abandoned_partial_folders_are_swept(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"]); dead.wait()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
     (tmp_path / f".skip-{dead.pid}-abc").mkdir()
     (tmp_path / ".skip-oldformat").mkdir()
     (tmp_path / f".skip-{os.getpid()}-live").mkdir()
@@ -47,7 +59,8 @@ def test_abandoned_partial_folders_are_swept(tmp_path):
 def test_outputs_get_the_users_permissions(tmp_path):
     o = runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=tmp_path)
     assert o.status == "ran", o.message
-    umask = os.umask(0); os.umask(umask)
+    umask = os.umask(0)
+    os.umask(umask)
     assert (o.out.stat().st_mode & 0o777) == (0o777 & ~umask)
 
 
@@ -55,7 +68,7 @@ DRIVER = r"""
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from rankcollapse import runner
+from rankcollapse.book import runner
 from test_failures import planted
 runner.to_notebook = planted("import time; time.sleep(120)")
 SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads": 2, "big_tokens": 8,
@@ -66,15 +79,21 @@ runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=P
 
 def _children(pid):
     out = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
-    return [int(line.split()[0]) for line in out.splitlines()
-            if int(line.split()[1]) == pid and "kernel_launcher" in line]
+    return [
+        int(line.split()[0])
+        for line in out.splitlines()
+        if int(line.split()[1]) == pid and "kernel_launcher" in line
+    ]
 
 
 def test_a_killed_runner_takes_its_kernel_with_it(tmp_path):
     import signal
     import time
-    runner_proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), os.path.dirname(__file__)],
-                                   env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+    runner_proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tmp_path), os.path.dirname(__file__)],
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     kernels = []
     for _ in range(300):  # wait for the kernel to start (and reach the sleeping cell)
         kernels = _children(runner_proc.pid)
@@ -105,11 +124,45 @@ def _alive(pid):
         return False
 
 
-# -- a training chapter killed with SIGKILL: nothing survives, the rerun resumes to the same results ---------
-TINY_DRIVER = ["-p", "depth", "2", "-p", "d_model", "16", "-p", "heads", "2", "-p", "ctx", "16", "-p", "batch", "4",
-               "-p", "ramp_start", "1500", "-p", "ramp_end", "1700", "-p", "tail_steps", "300",
-               "-p", "branch_steps", "10", "-p", "seeds", "[0,1]", "-p", "alpha_grid", "[0.0]",
-               "-p", "depth_grid", "[2]"]
+# -- a training chapter killed with SIGKILL: nothing survives, the rerun resumes to the same results --------
+TINY_DRIVER = [
+    "-p",
+    "depth",
+    "2",
+    "-p",
+    "d_model",
+    "16",
+    "-p",
+    "heads",
+    "2",
+    "-p",
+    "ctx",
+    "16",
+    "-p",
+    "batch",
+    "4",
+    "-p",
+    "ramp_start",
+    "1500",
+    "-p",
+    "ramp_end",
+    "1700",
+    "-p",
+    "tail_steps",
+    "300",
+    "-p",
+    "branch_steps",
+    "10",
+    "-p",
+    "seeds",
+    "[0,1]",
+    "-p",
+    "alpha_grid",
+    "[0.0]",
+    "-p",
+    "depth_grid",
+    "[2]",
+]
 
 
 def _descendants(pid):
@@ -134,18 +187,23 @@ def _rcbook(build, *args, **kw):
     env = dict(os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(build))
     env.pop("RCBOOK_STATES", None)
     env.pop("RCBOOK_CACHE", None)
-    return subprocess.Popen([sys.executable, "-m", "rankcollapse.cli", *args], env=env, start_new_session=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rankcollapse.book.cli", *args], env=env, start_new_session=True, **kw
+    )
 
 
 def _results(build, chapter):
     import json
-    from rankcollapse.results import strip_volatile
+
+    from rankcollapse.book.results import strip_volatile
+
     return strip_volatile(json.loads((build / "smoke" / chapter / "results.json").read_text()))
 
 
 def test_a_killed_training_chapter_leaves_no_process_and_resumes_to_the_same_results(tmp_path):
     import signal
     import time
+
     build = tmp_path / "killed"
     run = ["run", "repair-driver", "--profile", "smoke", *TINY_DRIVER]
     proc = _rcbook(build, *run)
@@ -178,8 +236,29 @@ def test_a_killed_training_chapter_leaves_no_process_and_resumes_to_the_same_res
 
 
 # -- concurrent runs over one store ------------------------------------------------------------------------
-TINY_TOYS = ["-p", "circle_hidden", "[4]", "-p", "circle_steps", "50", "-p", "sort_steps", "10",
-             "-p", "hull_steps", "10", "-p", "mem_steps", "10", "-p", "n_repeat", "1", "-p", "eval_size", "50"]
+TINY_TOYS = [
+    "-p",
+    "circle_hidden",
+    "[4]",
+    "-p",
+    "circle_steps",
+    "50",
+    "-p",
+    "sort_steps",
+    "10",
+    "-p",
+    "hull_steps",
+    "10",
+    "-p",
+    "mem_steps",
+    "10",
+    "-p",
+    "n_repeat",
+    "1",
+    "-p",
+    "eval_size",
+    "50",
+]
 
 
 def test_two_toy_chapters_at_once_from_a_cold_store_agree_with_one(tmp_path):
@@ -189,8 +268,13 @@ def test_two_toy_chapters_at_once_from_a_cold_store_agree_with_one(tmp_path):
     def start(build):
         env = dict(os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(build), RCBOOK_STATES=str(store_root))
         env.pop("RCBOOK_CACHE", None)
-        return subprocess.Popen([sys.executable, "-m", "rankcollapse.cli", *run], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "rankcollapse.book.cli", *run],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     a, b = start(tmp_path / "a"), start(tmp_path / "b")
     outs = [p.communicate(timeout=300)[0] for p in (a, b)]
@@ -201,20 +285,36 @@ def test_two_toy_chapters_at_once_from_a_cold_store_agree_with_one(tmp_path):
     for f in folders:  # each network stored once, whole, with its hash, and no temporary file left
         assert {p.name for p in f.iterdir()} == {".lock", "final.pt", "final.pt.sha256", "spec.json"}, f
     # and one run alone, from another cold store, gives the same numbers
-    env = dict(os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(tmp_path / "c"),
-               RCBOOK_STATES=str(tmp_path / "states-c"))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        RCBOOK_BUILD=str(tmp_path / "c"),
+        RCBOOK_STATES=str(tmp_path / "states-c"),
+    )
     env.pop("RCBOOK_CACHE", None)
-    subprocess.run([sys.executable, "-m", "rankcollapse.cli", *run], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "rankcollapse.book.cli", *run], env=env, check=True, capture_output=True
+    )
     assert _results(tmp_path / "c", "toy-tasks") == _results(tmp_path / "a", "toy-tasks")
     assert sorted(p.name for p in (tmp_path / "states-c" / "toy").iterdir()) == [p.name for p in folders]
 
 
 def test_two_runs_of_a_chapter_into_one_folder_take_turns(tmp_path):
     run = ["run", "toy-tasks", "--profile", "smoke", *TINY_TOYS]
-    env = dict(os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(tmp_path / "b"), RCBOOK_STATES=str(tmp_path / "s"))
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(tmp_path / "b"), RCBOOK_STATES=str(tmp_path / "s")
+    )
     env.pop("RCBOOK_CACHE", None)
-    procs = [subprocess.Popen([sys.executable, "-m", "rankcollapse.cli", *run], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rankcollapse.book.cli", *run],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     status = sorted(line.split()[3] for o in outs for line in o.splitlines() if line.startswith("[1/1]"))
@@ -224,12 +324,15 @@ def test_two_runs_of_a_chapter_into_one_folder_take_turns(tmp_path):
 
 def test_a_cached_chapter_is_rerun_when_a_state_it_consumed_changes(tmp_path, monkeypatch):
     from rankcollapse import store
+
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
     state = tmp_path / "states" / "planted" / "s.pt"
-    cell = ("from rankcollapse import store\n"
-            "planted_state = store.states_root() / 'planted' / 's.pt'\n"
-            "if not planted_state.exists(): store.save_checked({'w': 1}, planted_state)\n"
-            "store.load_checked(planted_state)")
+    cell = (
+        "from rankcollapse import store\n"
+        "planted_state = store.states_root() / 'planted' / 's.pt'\n"
+        "if not planted_state.exists(): store.save_checked({'w': 1}, planted_state)\n"
+        "store.load_checked(planted_state)"
+    )
     monkeypatch.setattr(runner, "to_notebook", planted(cell))
     go = lambda: runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=tmp_path)  # noqa: E731
     o = go()

@@ -1,19 +1,18 @@
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
 
-from rankcollapse import gradpath as gp
-from rankcollapse import train as tr
-from rankcollapse.lm import LMConfig, build_model
+from rankcollapse.lm import gradpath as gp
+from rankcollapse.lm import training as tr
+from rankcollapse.lm.model import LMConfig, build_model
 
 
 def _tiny():
     torch.set_num_threads(1)
     m = build_model(LMConfig(depth=2, d_model=8, heads=2, ctx=6), seed=3)
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 256, (3, 6), generator=g); y = torch.randint(0, 256, (3, 6), generator=g)
+    x = torch.randint(0, 256, (3, 6), generator=g)
+    y = torch.randint(0, 256, (3, 6), generator=g)
     return m, x, y
 
 
@@ -27,7 +26,7 @@ def test_block_grad_norms_match_backward():
         assert out["task_attn"][i] == pytest.approx(float(g.norm()), rel=1e-6)
         assert out["task_qk"][i] == pytest.approx(float(g[:16].norm()), rel=1e-6)
         v = float(g[16:].norm())
-        assert out["task_attn"][i] ** 2 == pytest.approx(out["task_qk"][i] ** 2 + v ** 2, rel=1e-9)
+        assert out["task_attn"][i] ** 2 == pytest.approx(out["task_qk"][i] ** 2 + v**2, rel=1e-9)
 
 
 def test_alpha_restored_and_term():
@@ -52,4 +51,6 @@ def test_matrix_srank_hand_cases():
     assert gp.matrix_srank(torch.ones(3, 5)) == pytest.approx(1.0)
     m, _, _ = _tiny()
     ws = gp.weight_sranks(m)
-    assert set(ws) == {"query", "key", "value", "mlp_in", "mlp_out"} and all(len(v) == 2 for v in ws.values())
+    assert set(ws) == {"query", "key", "value", "mlp_in", "mlp_out"} and all(
+        len(v) == 2 for v in ws.values()
+    )

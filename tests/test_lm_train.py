@@ -1,13 +1,14 @@
 """The small LM, its corpus, the training loop, collapse detection, loss terms and saved states."""
+
 import math
 from dataclasses import replace
 
 import pytest
 import torch
 
-from rankcollapse import lm
-from rankcollapse import train as tr
-from rankcollapse.lm import Corpus, LMConfig, build_model
+from rankcollapse.lm import model as lm
+from rankcollapse.lm import training as tr
+from rankcollapse.lm.model import Corpus, LMConfig, build_model
 
 TINY = LMConfig(depth=2, d_model=8, heads=2, ctx=8)
 
@@ -46,7 +47,8 @@ def test_model_is_causal_and_seeded():
     m = build_model(TINY, 0)
     assert all(torch.equal(a, b) for a, b in zip(m.parameters(), build_model(TINY, 0).parameters()))
     x = torch.randint(0, 256, (2, 8))
-    x2 = x.clone(); x2[:, -1] = (x2[:, -1] + 1) % 256
+    x2 = x.clone()
+    x2[:, -1] = (x2[:, -1] + 1) % 256
     with torch.no_grad():
         assert torch.allclose(m(x)[:, :-1], m(x2)[:, :-1], atol=1e-6)
 
@@ -133,7 +135,8 @@ def test_terms_at_rank_one():
 
 
 def test_penalty_force_vanishes_hinge_stays():
-    from rankcollapse.chapters.repair_treatments import synthetic_force, loglog_slope
+    from rankcollapse.chapters.repair_treatments import loglog_slope, synthetic_force
+
     f = synthetic_force(16, 12, [1e-2, 1e-3, 1e-4], seed=0)
     assert loglog_slope(f["delta"], f["penalty"]) == pytest.approx(1.0, abs=0.02)
     assert loglog_slope(f["delta"], f["hinge"]) == pytest.approx(0.0, abs=0.02)
@@ -167,7 +170,10 @@ def test_killed_driver_resumes_bit_identically(tmp_path):
         tr.driver(ds, root=tmp_path / "b", ckpt_every=20, stop_at=55)
     assert (tmp_path / "b" / a["key"] / "ckpt.pt").exists()
     b = tr.driver(ds, root=tmp_path / "b", ckpt_every=20)
-    _same(tr.load_dict(tmp_path / "a" / a["key"] / "driver.pt"), tr.load_dict(tmp_path / "b" / a["key"] / "driver.pt"))
+    _same(
+        tr.load_dict(tmp_path / "a" / a["key"] / "driver.pt"),
+        tr.load_dict(tmp_path / "b" / a["key"] / "driver.pt"),
+    )
     assert a["hist"] == b["hist"]
     # cached: a second call loads (stop_at would raise if it trained)
     c = tr.driver(ds, root=tmp_path / "a", stop_at=0)
@@ -185,7 +191,10 @@ def test_killed_branch_with_term_resumes_bit_identically(tmp_path):
     b = tr.branch(parent, spec, 50, root=tmp_path / "b", ckpt_every=20)
     assert a["hist"] == b["hist"] and a["start"] == 40 and a["step"] == 90
     assert a["hist"]["rho_step"] == [40, 50, 60, 70, 80] and all(r > 0 for r in a["hist"]["rho"])
-    _same(tr.load_dict(tmp_path / "a" / a["key"] / "branch.pt"), tr.load_dict(tmp_path / "b" / a["key"] / "branch.pt"))
+    _same(
+        tr.load_dict(tmp_path / "a" / a["key"] / "branch.pt"),
+        tr.load_dict(tmp_path / "b" / a["key"] / "branch.pt"),
+    )
 
 
 def test_calibrated_beta_adds_lambda(tmp_path):
@@ -198,7 +207,11 @@ def test_calibrated_beta_adds_lambda(tmp_path):
 
 
 def test_parallel_equals_serial(tmp_path):
-    jobs = [{"ds": tr.DriverSpec(tiny_spec(seed=s), 20), "root": tmp_path / f"r{w}"} for s in (0, 1) for w in (0,)]
+    jobs = [
+        {"ds": tr.DriverSpec(tiny_spec(seed=s), 20), "root": tmp_path / f"r{w}"}
+        for s in (0, 1)
+        for w in (0,)
+    ]
     serial = tr.run_parallel(tr.driver, jobs, workers=1)
     jobs2 = [dict(j, root=tmp_path / "par") for j in jobs]
     par = tr.run_parallel(tr.driver, jobs2, workers=2)
@@ -238,7 +251,10 @@ def test_a_corrupt_checkpoint_is_not_resumed_from(tmp_path, how, capsys):
     b = tr.driver(ds, root=tmp_path / "b", ckpt_every=20)
     assert f"{ck} is corrupt" in capsys.readouterr().err
     assert a["hist"] == b["hist"]
-    _same(tr.load_dict(tmp_path / "a" / a["key"] / "driver.pt"), tr.load_dict(tmp_path / "b" / a["key"] / "driver.pt"))
+    _same(
+        tr.load_dict(tmp_path / "a" / a["key"] / "driver.pt"),
+        tr.load_dict(tmp_path / "b" / a["key"] / "driver.pt"),
+    )
 
 
 def test_a_corrupt_branch_is_retrained_and_a_corrupt_parent_named(tmp_path):

@@ -1,23 +1,27 @@
 """repair-lr-burst: the summary helpers on hand-made histories, the schema, and a tiny run end to end."""
+
 from types import SimpleNamespace
 
 import pytest
 
+from rankcollapse.book.params import ParameterError
 from rankcollapse.chapters import repair_lr_burst as lrb
 from rankcollapse.chapters import schema
-from rankcollapse.params import ParameterError
 
 
 def hist(start, sranks, losses=None):
     n = len(sranks)
-    return {"m_step": [start + 10 * i for i in range(n)], "srank": [[1.0, s] for s in sranks],
-            "probe_loss": losses or [0.0] * n}
+    return {
+        "m_step": [start + 10 * i for i in range(n)],
+        "srank": [[1.0, s] for s in sranks],
+        "probe_loss": losses or [0.0] * n,
+    }
 
 
 def test_collapse_step_uses_the_rolling_median():
     h = hist(100, [3.0, 1.2, 3.0, 1.2, 1.1, 1.0, 2.0])
-    assert lrb.collapse_step(h, 1.5, 1) == 110          # a single dip counts with k = 1
-    assert lrb.collapse_step(h, 1.5, 3) == 130          # medians 3, 2.1, 3, then 1.2 of (1.2, 3.0, 1.2) at step 130
+    assert lrb.collapse_step(h, 1.5, 1) == 110  # a single dip counts with k = 1
+    assert lrb.collapse_step(h, 1.5, 3) == 130  # medians 3, 2.1, 3, then 1.2 of (1.2, 3.0, 1.2) at step 130
     assert lrb.collapse_step(hist(0, [3.0, 2.0, 1.6]), 1.5, 1) is None
 
 
@@ -60,11 +64,13 @@ def test_summarise_run_gap_and_fields():
 def test_verdicts():
     assert lrb.verdict_h6([], [], 1e-6, 1e-2)[0] == "inconclusive"
     assert lrb.verdict_h6([1e-3], [True], None, 1e-2)[0] == "inconclusive"
-    assert lrb.verdict_h6([1e-3], [True], 1e-3, 1e-2)[0] == "inconclusive"     # reference does not close the path
+    assert (
+        lrb.verdict_h6([1e-3], [True], 1e-3, 1e-2)[0] == "inconclusive"
+    )  # reference does not close the path
     assert lrb.verdict_h6([5e-6, 2e-6], [True, False], 1e-6, 1e-2)[0] == "refuted"
     assert lrb.verdict_h6([5e-3, 2e-3], [False, True], 1e-6, 1e-2)[0] == "supported"
     assert lrb.verdict_h6([5e-3, 2e-3], [False, False], 1e-6, 1e-2)[0] == "inconclusive"
-    assert lrb.verdict_h6([5e-5, 2e-3], [True, False], 1e-6, 1e-2)[0] == "supported"   # median 1e-3 >= 1e-3
+    assert lrb.verdict_h6([5e-5, 2e-3], [True, False], 1e-6, 1e-2)[0] == "supported"  # median 1e-3 >= 1e-3
     assert lrb.verdict_h7([]) == "inconclusive"
     assert lrb.verdict_h7([0.2, 0.1]) == "supported" and lrb.verdict_h7([0.0, 0.005]) == "refuted"
     assert lrb.verdict_h7([0.03]) == "inconclusive"
@@ -83,24 +89,42 @@ def test_schema_refuses_bad_values_before_work():
 
 
 def test_burst_specs_share_the_driver_spec_but_alpha_and_lr():
-    from rankcollapse import repair as rp
+    from rankcollapse.lm import runs as rp
+
     p = SimpleNamespace(**schema("repair-lr-burst").resolve({"profile": "full"}))
     s = lrb.spec_at(p, 1, p.lr * 32)
     base = rp.run_spec(p, 1)
     assert s.lr == pytest.approx(0.032) and s.alpha_knots == ((0, 1.0),)
     assert s.model == base.model and s.batch == base.batch and s.seed == 1
     # the healthy network the bursts start from is the one every repair chapter trains
-    assert rp.healthy_job(p, 1) == rp.healthy_job(SimpleNamespace(**schema("repair-path").resolve({"profile": "full"})), 1)
+    assert rp.healthy_job(p, 1) == rp.healthy_job(
+        SimpleNamespace(**schema("repair-path").resolve({"profile": "full"})), 1
+    )
 
 
-TINY = {"depth": 2, "d_model": 8, "heads": 2, "ctx": 8, "batch": 2, "ramp_start": 10, "ramp_end": 20,
-        "tail_steps": 10, "branch_steps": 20, "burst_steps": 10, "seeds": [0], "settle_steps": 10, "window": 2,
-        "workers": 1, "multipliers": [4.0, 100.0]}
+TINY = {
+    "depth": 2,
+    "d_model": 8,
+    "heads": 2,
+    "ctx": 8,
+    "batch": 2,
+    "ramp_start": 10,
+    "ramp_end": 20,
+    "tail_steps": 10,
+    "branch_steps": 20,
+    "burst_steps": 10,
+    "seeds": [0],
+    "settle_steps": 10,
+    "window": 2,
+    "workers": 1,
+    "multipliers": [4.0, 100.0],
+}
 
 
 def test_tiny_end_to_end(tmp_path, monkeypatch):
-    from rankcollapse.results import load
-    from rankcollapse.runner import run_chapter
+    from rankcollapse.book.results import load
+    from rankcollapse.book.runner import run_chapter
+
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
     o = run_chapter("repair-lr-burst", TINY, profile="smoke", device="cpu", root=tmp_path)
     assert o.status == "ran", o.message
@@ -115,19 +139,45 @@ def test_tiny_end_to_end(tmp_path, monkeypatch):
 
 def test_climbing_selects_collapsed_unrecovered_rising_bursts():
     from types import SimpleNamespace
+
     from rankcollapse.chapters import repair_lr_burst as lrb
+
     p = SimpleNamespace(multipliers=[24.0, 64.0])
-    row = lambda s, col, rec, lo, fin: {"seed": s, "collapsed": col, "recovered_after": rec, "min_srank": lo,
-                                        "final_srank": fin}
-    sm = {24.0: {"rows": [row(0, True, None, 1.3, 1.8), row(1, True, 40, 1.3, 2.6), row(2, False, None, 1.9, 2.8)]},
-          64.0: {"rows": [row(0, True, None, 1.04, 1.05), row(1, True, None, 1.0, 1.25),
-                          row(2, True, None, 1.0, 1.1)]}}
+
+    def row(s, col, rec, lo, fin):
+        return {
+            "seed": s,
+            "collapsed": col,
+            "recovered_after": rec,
+            "min_srank": lo,
+            "final_srank": fin,
+        }
+
+    sm = {
+        24.0: {
+            "rows": [row(0, True, None, 1.3, 1.8), row(1, True, 40, 1.3, 2.6), row(2, False, None, 1.9, 2.8)]
+        },
+        64.0: {
+            "rows": [
+                row(0, True, None, 1.04, 1.05),
+                row(1, True, None, 1.0, 1.25),
+                row(2, True, None, 1.0, 1.1),
+            ]
+        },
+    }
     assert lrb.climbing(p, sm) == [(0, 24.0), (1, 64.0)]
     assert lrb.run_extensions(SimpleNamespace(extend_steps=0), {}, [(0, 24.0)]) == {}
 
 
 def test_joined_histories_chain():
     from rankcollapse.chapters import repair_lr_burst as lrb
-    h = lambda steps: {"m_step": steps, "srank": [[float(t)] for t in steps], "probe_loss": [0.0] * len(steps)}
+
+    def h(steps):
+        return {
+            "m_step": steps,
+            "srank": [[float(t)] for t in steps],
+            "probe_loss": [0.0] * len(steps),
+        }
+
     j = lrb.joined(h([0, 10]), h([10, 20]), h([20, 30]))
     assert j["m_step"] == [0, 10, 20, 30] and j["srank"] == [[0.0], [10.0], [20.0], [30.0]]

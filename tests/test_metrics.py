@@ -1,10 +1,11 @@
 """Metric functions against cases computed by hand."""
+
 import math
 
 import pytest
 import torch
 
-from rankcollapse import metrics as M
+from rankcollapse.core import metrics as M
 
 
 def test_norms_by_hand():
@@ -50,13 +51,16 @@ def test_stable_rank_and_q():
 
 
 def test_beta_and_gamma_by_hand():
-    from rankcollapse import bounds
-    from rankcollapse.san import SAN, SANConfig
+    from rankcollapse.core import bounds
+    from rankcollapse.core.san import SAN, SANConfig
+
     cfg = SANConfig(1, 1, 2, d_qk=2, d_v=2, skip=False, bias=False)
     I = torch.eye(2, dtype=torch.float64)
     WQ = torch.tensor([[[[1.0, 2.0], [0.0, 1.0]]]], dtype=torch.float64)  # W_QK = WQ @ I
     WV = torch.tensor([[[[1.0, -1.0], [2.0, 0.0]]]], dtype=torch.float64)  # W_h = WV @ I
-    san = SAN(cfg, WQ, I.expand(1, 1, 2, 2), WV, I.expand(1, 1, 2, 2), torch.zeros(1, 2, dtype=torch.float64))
+    san = SAN(
+        cfg, WQ, I.expand(1, 1, 2, 2), WV, I.expand(1, 1, 2, 2), torch.zeros(1, 2, dtype=torch.float64)
+    )
     # ||W_QK||_1 = max col abs sum of [[1,2],[0,1]] = 3 ; ||W_h||_1 = 3, ||W_h||_inf = 2 -> sqrt 6
     assert bounds.beta(san, 0) == pytest.approx(3 * math.sqrt(6), rel=1e-14)
     g = bounds.gamma_min(res_in=0.5, res_out=0.01, beta_l=2.0, n_heads=1, d_qk=4)

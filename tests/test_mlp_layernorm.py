@@ -1,15 +1,22 @@
-"""The identities the `mlp` and `layernorm` chapters rely on: SAN extensions, Lipschitz estimators, LN as matrices."""
+"""The identities the `mlp` and `layernorm` chapters rely on: SAN extensions, Lipschitz estimators, LN as
+matrices."""
+
 import math
 
 import pytest
 import torch
 
-from rankcollapse import layernorm as lnm
-from rankcollapse import paths
 from rankcollapse.chapters import mlp as mlpc
-from rankcollapse.lipschitz import (finite_difference_sensitivity, jacobian_norm, mlp_lipschitz_local,
-                                    mlp_lipschitz_upper, network_sensitivity)
-from rankcollapse.san import SAN, SANConfig, random_tokens
+from rankcollapse.core import layernorm as lnm
+from rankcollapse.core import paths
+from rankcollapse.core.lipschitz import (
+    finite_difference_sensitivity,
+    jacobian_norm,
+    mlp_lipschitz_local,
+    mlp_lipschitz_upper,
+    network_sensitivity,
+)
+from rankcollapse.core.san import SAN, SANConfig, random_tokens
 
 
 # -- SAN extensions ----------------------------------------------------------------------------------
@@ -151,14 +158,18 @@ def test_affine_rank_constructions():
 
 def test_ln_restores_a_collapse_onto_ones():
     g = torch.Generator().manual_seed(0)
-    X = 5.0 * torch.ones(6, 8, dtype=torch.float64) + 1e-4 * torch.randn(6, 8, generator=g, dtype=torch.float64)
+    X = 5.0 * torch.ones(6, 8, dtype=torch.float64) + 1e-4 * torch.randn(
+        6, 8, generator=g, dtype=torch.float64
+    )
     out = lnm.check_claims(X)
     assert out["before"]["r"] < 1e-3 and out["after"]["r"] > 0.5
 
 
 def test_counterexample_search():
     sizes = [(2, 2), (2, 3), (3, 2), (3, 3)]
-    assert lnm.search_counterexample("rank_no_increase", sizes, 40, 0) is None  # proved: D^-1 X C has rank <= rank X
+    assert (
+        lnm.search_counterexample("rank_no_increase", sizes, 40, 0) is None
+    )  # proved: D^-1 X C has rank <= rank X
     ce = lnm.search_counterexample("affine_rank_equal", sizes, 40, 0)
     assert ce is not None and ce["before"]["affine_rank"] != ce["after"]["affine_rank"]
     X = torch.tensor(ce["X"], dtype=torch.float64)
@@ -169,12 +180,25 @@ def test_counterexample_search():
 def test_slowing_and_trade_summaries():
     summ = [{"weight_scale": 1.0, "mlp_scale": 0.0, "A": -5.0, "lambda": 0.0}] + [
         {"weight_scale": 1.0, "mlp_scale": s, "A": a, "lambda": 2 * s, "depth": 3}
-        for s, a in ((1.0, -8.0), (2.0, -6.0), (4.0, -4.0), (8.0, -7.0))]
+        for s, a in ((1.0, -8.0), (2.0, -6.0), (4.0, -4.0), (8.0, -7.0))
+    ]
     sl = mlpc.slowing(summ, 1.0)
-    assert sl["peak_scale"] == 4.0 and sl["rise"] == pytest.approx(4.0) and sl["fall_after_peak"] == pytest.approx(3.0)
+    assert (
+        sl["peak_scale"] == 4.0
+        and sl["rise"] == pytest.approx(4.0)
+        and sl["fall_after_peak"] == pytest.approx(3.0)
+    )
     assert sl["rho_upto_peak"] == pytest.approx(1.0)
     text = mlpc.describe_slowing(summ, 1.0)
     assert "rises by 4.00 decades" in text and "falls by 3.00" in text and "1 of 4" in text
-    tr = mlpc.trade([{"mlp_scale": s, "lambda": s, "A": a, "log10_sens_abs": s, "log10_sens_rel": s}
-                     for s, a in ((1, -3), (2, -2), (3, -1), (4, -2))])
-    assert tr["peak_scale"] == 3 and tr["n_upto_peak"] == 3 and tr["rho_sens_rel_upto_peak"] == pytest.approx(1.0)
+    tr = mlpc.trade(
+        [
+            {"mlp_scale": s, "lambda": s, "A": a, "log10_sens_abs": s, "log10_sens_rel": s}
+            for s, a in ((1, -3), (2, -2), (3, -1), (4, -2))
+        ]
+    )
+    assert (
+        tr["peak_scale"] == 3
+        and tr["n_upto_peak"] == 3
+        and tr["rho_sens_rel_upto_peak"] == pytest.approx(1.0)
+    )

@@ -1,12 +1,13 @@
 """Theorem 2.1: the three ways of computing the path split agree with each other and the forward pass."""
+
 import math
 
 import pytest
 import torch
 
-from rankcollapse import paths
-from rankcollapse.metrics import res
-from rankcollapse.san import SAN, SANConfig, random_tokens
+from rankcollapse.core import paths
+from rankcollapse.core.metrics import res
+from rankcollapse.core.san import SAN, SANConfig, random_tokens
 
 
 @pytest.mark.parametrize("skip", [False, True])
@@ -15,8 +16,11 @@ def test_three_methods_agree_with_forward(L, H, skip):
     san = SAN.random(SANConfig(L, H, 12, skip=skip), seed=3)
     X = random_tokens(6, 12, seed=4)
     hs, atts = san.forward(X)
-    splits = [paths.path_sum_naive(san, X, atts), paths.path_sum_enumerated(san, X, atts),
-              paths.length_components(san, X, atts)]
+    splits = [
+        paths.path_sum_naive(san, X, atts),
+        paths.path_sum_enumerated(san, X, atts),
+        paths.length_components(san, X, atts),
+    ]
     for s in splits:
         assert torch.allclose(s.total(), hs[-1], rtol=0, atol=1e-12)
     for s in splits[1:]:

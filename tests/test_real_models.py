@@ -1,15 +1,25 @@
-"""The real-models chapter's pieces: parameter checks, Q2 identities and verdict rules, one model end to end."""
+"""The real-models chapter's pieces: parameter checks, Q2 identities and verdict rules, one model end to
+end."""
+
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from rankcollapse import hfmodels as hm
+from rankcollapse.book.params import ParameterError
 from rankcollapse.chapters import real_models as rm
-from rankcollapse.params import ParameterError
 
-TINY = {"profile": "smoke", "architectures": ["bert"], "init_layers": 2, "init_hidden": 16, "init_heads": 2,
-        "n_seq": 3, "n_tokens": 10, "q2_seq": 2, "batch": 2}
+TINY = {
+    "profile": "smoke",
+    "architectures": ["bert"],
+    "init_layers": 2,
+    "init_hidden": 16,
+    "init_heads": 2,
+    "n_seq": 3,
+    "n_tokens": 10,
+    "q2_seq": 2,
+    "batch": 2,
+}
 
 
 def params(**kw):
@@ -22,7 +32,7 @@ def test_validate_rejects_before_work():
         rm.validate(params(init_heads=3))
     with pytest.raises(ParameterError, match="q2_seq"):
         rm.validate(params(q2_seq=5))
-    with pytest.raises(ParameterError, match="model_xlnet.*cannot be loaded offline"):
+    with pytest.raises(ValueError, match="model_xlnet.*cannot be loaded offline"):
         rm.validate(params(model_xlnet="xlnet-base-cased-not-here"))
     with pytest.raises(ParameterError, match="architectures"):
         rm.SCHEMA.resolve({"architectures": ["gpt2"]})
@@ -46,10 +56,12 @@ def test_compute_model_and_q2_identities():
 
 def _summ(san_cl, mlp_cl, skip_min=0.5, L=12, san_final=1e-8):
     base = {"r0": 0.6, "L": L, "min_r": skip_min}
-    return {"SAN": {**base, "collapse_layer": san_cl, "r_final": san_final},
-            "SAN+MLP": {**base, "collapse_layer": mlp_cl, "r_final": 1e-8},
-            "SAN+skip": {**base, "collapse_layer": -1, "r_final": 0.4},
-            "transformer": {**base, "collapse_layer": -1, "r_final": 0.3}}
+    return {
+        "SAN": {**base, "collapse_layer": san_cl, "r_final": san_final},
+        "SAN+MLP": {**base, "collapse_layer": mlp_cl, "r_final": 1e-8},
+        "SAN+skip": {**base, "collapse_layer": -1, "r_final": 0.4},
+        "transformer": {**base, "collapse_layer": -1, "r_final": 0.3},
+    }
 
 
 def test_verdict_rules():

@@ -1,10 +1,11 @@
-"""The recorded results in the repository: current, recorded with measured tolerances, and the smoke profile a
-faithful miniature of the full one (the same verdicts, or a stated reason next to the verdict)."""
+"""The recorded results in the repository: current, recorded with measured tolerances, and the smoke profile
+a faithful miniature of the full one (the same verdicts, or a stated reason next to the verdict)."""
+
 import pytest
 
-from rankcollapse.book import expected_path
+from rankcollapse.book.build import expected_path
+from rankcollapse.book.records import load_checked
 from rankcollapse.chapters import CHAPTERS, module
-from rankcollapse.records import load_checked
 from rankcollapse.store import chapter_code_hash
 
 
@@ -12,8 +13,10 @@ from rankcollapse.store import chapter_code_hash
 def test_smoke_record_is_current(chapter):
     rec = load_checked(expected_path("smoke", chapter))
     assert rec.get("code_hash") == chapter_code_hash(chapter), (
-        f"data/expected/smoke/{chapter}.json was recorded by another version of the code this chapter depends on: "
-        f"re-run and re-record it (bash make.sh record smoke)")
+        f"data/expected/smoke/{chapter}.json was recorded by another version of the code "
+        f"this chapter depends on: "
+        f"re-run and re-record it (bash make.sh record smoke)"
+    )
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
@@ -21,7 +24,9 @@ def test_smoke_tolerances_come_from_measured_spread(chapter):
     rec = load_checked(expected_path("smoke", chapter))
     assert "tolerance_rule" in rec
     for name, e in rec["values"].items():
-        assert "measured:" in e["note"], f"{chapter}: value '{name}' has a tolerance not derived from measured spread"
+        assert "measured:" in e["note"], (
+            f"{chapter}: value '{name}' has a tolerance not derived from measured spread"
+        )
         assert set(e["spread"]["variants"]) >= {"avx2", "scalar"}
 
 
@@ -35,7 +40,9 @@ def test_smoke_verdicts_equal_full_or_say_why(chapter):
         differs = v["verdict"] != full[cid]["verdict"]
         if differs:
             assert cid in notes and v.get("smoke_note") == notes[cid], (
-                f"{chapter}: {cid} is '{v['verdict']}' at smoke but '{full[cid]['verdict']}' at full, and the chapter "
-                f"states no reason (SMOKE_VERDICT_NOTES)")
+                f"{chapter}: {cid} is '{v['verdict']}' at smoke but '{full[cid]['verdict']}' at full, "
+                f"and the chapter "
+                f"states no reason (SMOKE_VERDICT_NOTES)"
+            )
         else:
             assert cid not in notes, f"{chapter}: a stated smoke reason for {cid}, whose verdicts agree"

@@ -1,61 +1,72 @@
 """Part III helpers: parameter checks, and the two chapters asking for the same trained states."""
+
 from types import SimpleNamespace
 
 import pytest
 
-from rankcollapse import repair as rp
-from rankcollapse import train as tr
-from rankcollapse.chapters import schema
-from rankcollapse.params import ParameterError
+from rankcollapse.book.params import ParameterError
+from rankcollapse.chapters import common, schema
+from rankcollapse.lm import runs as rp
+from rankcollapse.lm import training as tr
 
 
 @pytest.mark.parametrize("profile", ["smoke", "full", "paper"])
 def test_both_chapters_share_driver_keys(profile):
     a = SimpleNamespace(**schema("repair-driver").resolve({"profile": profile}))
     b = SimpleNamespace(**schema("repair-treatments").resolve({"profile": profile}))
-    rp.validate_driver(a)
+    common.validate_driver(a)
     for s in a.seeds:
-        assert tr.content_key("driver", rp.driver_spec(a, s)) == tr.content_key("driver", rp.driver_spec(b, s))
+        assert tr.content_key("driver", rp.driver_spec(a, s)) == tr.content_key(
+            "driver", rp.driver_spec(b, s)
+        )
         assert rp.healthy_job(a, s) == rp.healthy_job(b, s)
 
 
 def test_bad_driver_parameters_are_refused():
-    p = SimpleNamespace(**schema("repair-driver").resolve({"profile": "smoke", "ramp_end": 100, "ramp_start": 100}))
+    p = SimpleNamespace(
+        **schema("repair-driver").resolve({"profile": "smoke", "ramp_end": 100, "ramp_start": 100})
+    )
     with pytest.raises(ParameterError, match="ramp_end"):
-        rp.validate_driver(p)
+        common.validate_driver(p)
     p = SimpleNamespace(**schema("repair-driver").resolve({"profile": "smoke", "branch_steps": 105}))
     with pytest.raises(ParameterError, match="multiple of 10"):
-        rp.validate_driver(p)
+        common.validate_driver(p)
     with pytest.raises(ParameterError):
         schema("repair-treatments").resolve({"profile": "smoke", "treatments": ["magic"]})
 
 
 def test_driver_schedule_and_branch_specs():
-    from rankcollapse.chapters import repair_treatments as trt
     p = SimpleNamespace(**schema("repair-treatments").resolve({"profile": "full"}))
     s = rp.run_spec(p, 0)
     assert s.alpha(p.ramp_start) == 1.0 and s.alpha(p.ramp_end) == pytest.approx(p.alpha_min)
     betas = {"penalty": 0.1, "hinge": 0.2, "cosine": 0.3}
-    rev = trt.branch_spec(p, 0, 900, "reversed-ramp", betas, 1.4)
+    rev = rp.branch_spec(p, 0, 900, "reversed-ramp", betas, 1.4)
     assert rev.alpha(900) == pytest.approx(p.alpha_min) and rev.alpha(900 + p.ramp_end - p.ramp_start) == 1.0
-    h4 = trt.branch_spec(p, 0, 900, "hinge-4x", betas, 1.4)
-    assert h4.term == tr.Term("hinge", pytest.approx(0.8), 1.4) and h4.alpha(5000) == pytest.approx(p.alpha_min)
-    assert trt.branch_spec(p, 0, 900, "untreated", betas, 1.4).term is None
-    assert rp.q_of(3.0) == pytest.approx(2 ** 0.5) and rp.q_of(0.5) == 0.0
+    h4 = rp.branch_spec(p, 0, 900, "hinge-4x", betas, 1.4)
+    assert h4.term == tr.Term("hinge", pytest.approx(0.8), 1.4) and h4.alpha(5000) == pytest.approx(
+        p.alpha_min
+    )
+    assert rp.branch_spec(p, 0, 900, "untreated", betas, 1.4).term is None
+    assert rp.q_of(3.0) == pytest.approx(2**0.5) and rp.q_of(0.5) == 0.0
 
 
 def test_job_lock_serialises_identical_jobs(tmp_path, monkeypatch):
     import threading
     import time
+
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
     kw = {"spec": "x", "steps": 1}
     order = []
 
     def hold():
         with rp.job_lock("driver", kw):
-            order.append("a-in"); time.sleep(0.3); order.append("a-out")
+            order.append("a-in")
+            time.sleep(0.3)
+            order.append("a-out")
 
-    t = threading.Thread(target=hold); t.start(); time.sleep(0.05)
+    t = threading.Thread(target=hold)
+    t.start()
+    time.sleep(0.05)
     with rp.job_lock("driver", dict(kw)):
         order.append("b-in")
     t.join()

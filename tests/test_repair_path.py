@@ -1,16 +1,17 @@
 """repair-path's delayed switches, predictor split and weight trace: hand cases and tiny runs."""
+
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from rankcollapse import gradpath as gp
-from rankcollapse import repair as rp
-from rankcollapse import train as tr
+from rankcollapse.book.params import ParameterError
 from rankcollapse.chapters import repair_path as rpa
 from rankcollapse.chapters import schema
-from rankcollapse.lm import LMConfig
-from rankcollapse.params import ParameterError
+from rankcollapse.lm import gradpath as gp
+from rankcollapse.lm import runs as rp
+from rankcollapse.lm import training as tr
+from rankcollapse.lm.model import LMConfig
 
 
 def _p(**kw):
@@ -44,8 +45,8 @@ def test_delay_segments_share_prefixes():
     s100 = rpa.delay_segments(p, e, 100, 0.1)
     assert [n for _, n in s300] == [100, 200, p.branch_steps]
     assert [n for _, n in s100] == [100, p.branch_steps]
-    assert s300[0] == s100[0]                      # the shared untreated segment: same spec, same length
-    assert s300[0][0].alpha(10 ** 6) == pytest.approx(p.alpha_min)
+    assert s300[0] == s100[0]  # the shared untreated segment: same spec, same length
+    assert s300[0][0].alpha(10**6) == pytest.approx(p.alpha_min)
     assert s300[-1][0].alpha(720) == 0.3 and s100[-1][0].alpha(520) == 0.1
 
 
@@ -54,7 +55,7 @@ def test_fit_threshold_and_accuracy():
     t = rpa.fit_threshold(pts)
     assert 3e-4 < t < 1e-2 and rpa.accuracy(t, pts) == 1.0
     assert t == pytest.approx((3e-4 * 1e-2) ** 0.5)
-    assert rpa.fit_threshold([(1e-3, True), (1e-2, True)]) is None      # one outcome: nothing to fit
+    assert rpa.fit_threshold([(1e-3, True), (1e-2, True)]) is None  # one outcome: nothing to fit
     # an inverted relation cannot be fitted perfectly; the accuracy says so
     inv = [(1e-4, True), (1e-2, False)]
     assert rpa.accuracy(rpa.fit_threshold(inv), inv) == 0.5
@@ -63,8 +64,10 @@ def test_fit_threshold_and_accuracy():
 def _rows(times0, timesmax, alpha=0.3):
     rows = []
     for s, (a, b) in enumerate(zip(times0, timesmax)):
-        rows += [{"seed": s, "delay": 0, "alpha": alpha, "recovered_after": a, "predictor": 1.0},
-                 {"seed": s, "delay": 500, "alpha": alpha, "recovered_after": b, "predictor": 0.1}]
+        rows += [
+            {"seed": s, "delay": 0, "alpha": alpha, "recovered_after": a, "predictor": 1.0},
+            {"seed": s, "delay": 500, "alpha": alpha, "recovered_after": b, "predictor": 0.1},
+        ]
     return rows
 
 
@@ -75,18 +78,22 @@ def test_delay_effect_and_h5_rule():
     assert rpa.h5_verdict(eff) == "supported"
     assert rpa.h5_verdict(rpa.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
     assert rpa.h5_verdict(rpa.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
-    assert rpa.h5_verdict(rpa.delay_effect(p, _rows([None], [None]))) == "inconclusive"   # nothing recovered
-    assert rpa.h5_verdict(rpa.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"  # one of two slower
+    assert rpa.h5_verdict(rpa.delay_effect(p, _rows([None], [None]))) == "inconclusive"  # nothing recovered
+    assert (
+        rpa.h5_verdict(rpa.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
+    )  # one of two slower
     assert rpa.h5_alpha(SimpleNamespace(delay_alphas=[0.1, 0.6])) == 0.6
 
 
 def test_predictor_split_holds_out_seeds():
     p = SimpleNamespace(delay_alphas=[0.1, 0.3], branch_steps=600)
-    rows = [{"seed": s, "delay": d, "alpha": 0.1, "predictor": q, "recovered_after": r}
-            for s, d, q, r in [(0, 0, 1e-2, 40), (0, 100, 1e-4, None), (1, 0, 2e-2, 30), (1, 100, 5e-3, None)]]
+    rows = [
+        {"seed": s, "delay": d, "alpha": 0.1, "predictor": q, "recovered_after": r}
+        for s, d, q, r in [(0, 0, 1e-2, 40), (0, 100, 1e-4, None), (1, 0, 2e-2, 30), (1, 100, 5e-3, None)]
+    ]
     sp = rpa.predictor_split(p, rows)
     assert sp["dev_seeds"] == [0] and sp["test_seeds"] == [1]
-    assert sp["dev_accuracy"] == 1.0 and sp["test_accuracy"] == 0.5   # 5e-3 lies above the fitted threshold
+    assert sp["dev_accuracy"] == 1.0 and sp["test_accuracy"] == 0.5  # 5e-3 lies above the fitted threshold
     assert sp["pooled"]["test_points"] == 2 and sp["spearman_recovery"] > 0.5
 
 
@@ -99,8 +106,8 @@ def test_chain_continues_saved_states(tmp_path, monkeypatch):
     segs = rp.chain(parent, [(a, 20), (a, 20)])
     whole = tr.branch(parent, a, 40)
     assert segs[1]["step"] == whole["step"] == 70
-    assert segs[1]["final_probe"] == whole["final_probe"]     # two segments = one run: same data, same state
-    assert rp.chain(parent, [(a, 20)])[0]["key"] == segs[0]["key"]   # cached by content
+    assert segs[1]["final_probe"] == whole["final_probe"]  # two segments = one run: same data, same state
+    assert rp.chain(parent, [(a, 20)])[0]["key"] == segs[0]["key"]  # cached by content
 
 
 def test_trace_repeats_the_driver(tmp_path, monkeypatch):

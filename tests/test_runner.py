@@ -1,4 +1,5 @@
 """The runner end to end on the decomposition chapter at smoke size: cache, determinism, check."""
+
 import json
 import os
 import subprocess
@@ -7,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from rankcollapse.records import compare
-from rankcollapse.results import load, strip_volatile
-from rankcollapse.runner import run_chapter
+from rankcollapse.book.records import compare
+from rankcollapse.book.results import load, strip_volatile
+from rankcollapse.book.runner import run_chapter
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = {"recon_layers": [1, 2], "recon_heads": [1, 2], "big_layers": 3, "big_heads": 2, "big_tokens": 8,
-         "big_d": 16, "share_scales": [1.0], "share_seeds": 1}
+SMALL = {
+    "recon_layers": [1, 2],
+    "recon_heads": [1, 2],
+    "big_layers": 3,
+    "big_heads": 2,
+    "big_tokens": 8,
+    "big_d": 16,
+    "share_scales": [1.0],
+    "share_seeds": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -71,20 +80,31 @@ def test_check_command_fails_on_mismatch(two_runs, tmp_path):
     doc = load(build / "smoke" / "decomposition" / "results.json")
     (tmp_path / "smoke").mkdir()
     (tmp_path / "smoke" / "decomposition.json").write_text(json.dumps(doc))
-    ok = subprocess.run([sys.executable, "-m", "rankcollapse.cli", "check", "decomposition", "--profile", "smoke"],
-                        capture_output=True, text=True, env=env, cwd=REPO)
+    ok = subprocess.run(
+        [sys.executable, "-m", "rankcollapse.book.cli", "check", "decomposition", "--profile", "smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     doc["values"]["recon_configs"]["value"] += 1
     (tmp_path / "smoke" / "decomposition.json").write_text(json.dumps(doc))
-    bad = subprocess.run([sys.executable, "-m", "rankcollapse.cli", "check", "decomposition", "--profile", "smoke"],
-                         capture_output=True, text=True, env=env, cwd=REPO)
+    bad = subprocess.run(
+        [sys.executable, "-m", "rankcollapse.book.cli", "check", "decomposition", "--profile", "smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     assert bad.returncode == 1
     assert "recon_configs" in bad.stdout and "FAIL" in bad.stdout
 
 
 def test_failed_chapter_leaves_nothing(tmp_path, monkeypatch):
     """A chapter that raises mid-way reports the chapter and cell and leaves no partial outputs."""
-    import rankcollapse.runner as R
+    import rankcollapse.book.runner as R
+
     src = tmp_path / "chapters"
     src.mkdir()
     text = (REPO / "chapters" / "decomposition.md").read_text()
@@ -96,13 +116,15 @@ def test_failed_chapter_leaves_nothing(tmp_path, monkeypatch):
     assert "decomposition" in o.message and "boom" in o.message and "cell" in o.message
     assert not (tmp_path / "build" / "smoke" / "decomposition").exists()
     # nothing but the failed notebook, kept for the user to read
-    assert sorted(p.name for p in (tmp_path / "build" / "smoke").iterdir()) == [".locks", "failed"]  # locks are no output
+    # locks are no output
+    assert sorted(p.name for p in (tmp_path / "build" / "smoke").iterdir()) == [".locks", "failed"]
     assert "boom" in (tmp_path / "build" / "smoke" / "failed" / "decomposition.ipynb").read_text()
 
 
 def test_glued_text_is_never_read_as_a_file_name(tmp_path, monkeypatch):
     # IPython's Markdown(".") would read the folder "." (and fail); glued strings are text, always
-    from rankcollapse.notebook import as_markdown
+    from rankcollapse.book.notebook import as_markdown
+
     monkeypatch.chdir(tmp_path)
     (tmp_path / "note.md").write_text("file contents")
     assert as_markdown(".")._repr_markdown_() == "."

@@ -1,4 +1,5 @@
 """The content-addressed store: keys from the import closure, one root, locks and atomic writes."""
+
 import multiprocessing as mp
 import os
 import shutil
@@ -10,8 +11,8 @@ import pytest
 import torch
 
 from rankcollapse import store
-from rankcollapse import train as lm_train
-from rankcollapse import training as tr
+from rankcollapse.lm import training as lm_train
+from rankcollapse.toy import training as tr
 
 REPO = Path(__file__).resolve().parents[1]
 LM_CHAPTERS = {"repair-driver", "repair-treatments", "repair-path", "repair-lr-burst"}
@@ -19,18 +20,30 @@ LM_CHAPTERS = {"repair-driver", "repair-treatments", "repair-path", "repair-lr-b
 
 # -- closures -------------------------------------------------------------------------------------------
 def test_closures_of_the_real_package():
-    assert {"rankcollapse.train", "rankcollapse.lm", "rankcollapse.metrics"} <= set(store.import_closure("rankcollapse.train"))
-    assert "rankcollapse.training" in store.import_closure("rankcollapse.chapters.toy_tasks")
+    assert {"rankcollapse.lm.training", "rankcollapse.lm.model", "rankcollapse.core.metrics"} <= set(
+        store.import_closure("rankcollapse.lm.training")
+    )
+    assert "rankcollapse.toy.training" in store.import_closure("rankcollapse.chapters.toy_tasks")
     # `from .chapters import schema` brings the package, not every chapter module
-    nb = store.import_closure("rankcollapse.notebook")
+    nb = store.import_closure("rankcollapse.book.notebook")
     assert "rankcollapse.chapters" in nb and not any(m.startswith("rankcollapse.chapters.") for m in nb)
-    # `from . import repair_treatments` inside the chapters package
-    assert "rankcollapse.chapters.repair_treatments" in store.import_closure("rankcollapse.chapters.repair_path")
+    # chapter modules never import one another (shared pieces live in the science, parameters in .common)
+    reg = store.chapter_registry()
+    for name, mod in reg.items():
+        assert not (set(store.import_closure(mod)) & set(reg.values())) - {mod}, name
+    # the science never imports the runner
+    for m in store._all_modules(store.PACKAGE_ROOT):
+        if m.split(".")[1:2] and m.split(".")[1] in ("core", "toy", "lm", "hf"):
+            assert not [x for x in store.import_closure(m) if x.startswith("rankcollapse.book")], m
     for name in store.chapter_registry():
         c = store.import_closure(*store.chapter_modules(name))
-        assert not {"rankcollapse.cli", "rankcollapse.book", "rankcollapse.runner"} & set(c), name
-        assert "rankcollapse.notebook" in c and store.chapter_registry()[name] in c
-    assert store.import_closure("rankcollapse.train") == sorted(store.import_closure("rankcollapse.train"))
+        assert not {"rankcollapse.book.cli", "rankcollapse.book.build", "rankcollapse.book.runner"} & set(
+            c
+        ), name
+        assert "rankcollapse.book.notebook" in c and store.chapter_registry()[name] in c
+    assert store.import_closure("rankcollapse.lm.training") == sorted(
+        store.import_closure("rankcollapse.lm.training")
+    )
     with pytest.raises(ModuleNotFoundError):
         store.import_closure("rankcollapse.no_such_module")
 
@@ -43,7 +56,8 @@ def test_import_resolution_rules(tmp_path):
         "a.py": "from . import b\nfrom .sub import helper\n\ndef f():\n    from .sub import c\n",
         "b.py": "import os\nx = 1\n",
         "sub/__init__.py": "def helper():\n    pass\n",
-        "sub/c.py": "from ..b import x\nimport rankcollapse.d\nfrom rankcollapse import e as _e, __version__\n",
+        "sub/c.py": "from ..b import x\nimport rankcollapse.d\n"
+        "from rankcollapse import e as _e, __version__\n",
         "d.py": "",
         "e.py": "",
         "unreached.py": "import rankcollapse.a\n",
@@ -53,10 +67,20 @@ def test_import_resolution_rules(tmp_path):
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text(text)
     got = store.import_closure("rankcollapse.a", root=pkg)
-    assert got == ["rankcollapse", "rankcollapse.a", "rankcollapse.b", "rankcollapse.d", "rankcollapse.e",
-                   "rankcollapse.sub", "rankcollapse.sub.c"]
+    assert got == [
+        "rankcollapse",
+        "rankcollapse.a",
+        "rankcollapse.b",
+        "rankcollapse.d",
+        "rankcollapse.e",
+        "rankcollapse.sub",
+        "rankcollapse.sub.c",
+    ]
     assert store.import_closure("rankcollapse.sub.broken", root=pkg) == [
-        "rankcollapse", "rankcollapse.sub", "rankcollapse.sub.broken"]
+        "rankcollapse",
+        "rankcollapse.sub",
+        "rankcollapse.sub.broken",
+    ]
     h = store.code_hash("rankcollapse.a", root=pkg)
     (pkg / "unreached.py").write_text("# edited\n")
     assert store.code_hash("rankcollapse.a", root=pkg) == h
@@ -68,7 +92,7 @@ def test_code_cells_of_a_myst_chapter():
     text = """# title
 
 ```python
-import rankcollapse.cli  # not a code cell
+import rankcollapse.book.cli  # not a code cell
 ```
 
 ```{code-cell} ipython3
@@ -76,28 +100,32 @@ import rankcollapse.cli  # not a code cell
 
 %matplotlib inline
 !echo hi
-import rankcollapse.notebook as rcnb
+import rankcollapse.book.notebook as rcnb
 ```
 
 ````{code-cell} ipython3
 ---
 tags: [parameters]
 ---
-from rankcollapse import repair as rp
+from rankcollapse.lm import runs as rp
 ````
 """
     cells = store.code_cells(text)
     assert len(cells) == 2
-    assert "%" not in cells[0] and "!" not in cells[0] and "import rankcollapse.notebook" in cells[0]
-    assert cells[1].strip() == "from rankcollapse import repair as rp"
+    assert "%" not in cells[0] and "!" not in cells[0] and "import rankcollapse.book.notebook" in cells[0]
+    assert cells[1].strip() == "from rankcollapse.lm import runs as rp"
 
 
 # -- edits in a temporary copy ----------------------------------------------------------------------------
 @pytest.fixture
 def copy(tmp_path):
-    shutil.copytree(REPO / "lib" / "rankcollapse", tmp_path / "lib" / "rankcollapse",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "lib" / "rankcollapse",
+        tmp_path / "lib" / "rankcollapse",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copytree(REPO / "chapters", tmp_path / "chapters")
+    shutil.copy(REPO / "_toc.yml", tmp_path / "_toc.yml")
     return tmp_path
 
 
@@ -107,23 +135,30 @@ def _edit(repo: Path, rel: str) -> None:
 
 
 def _chapter_hashes(repo: Path) -> dict:
-    return {n: store.chapter_code_hash(n, repo=repo) for n in store.chapter_registry(repo / "lib" / "rankcollapse")}
+    return {
+        n: store.chapter_code_hash(n, repo=repo)
+        for n in store.chapter_registry(repo / "lib" / "rankcollapse")
+    }
 
 
 def test_copy_hashes_like_the_real_package(copy):
     pkg = copy / "lib" / "rankcollapse"
-    assert store.code_hash("rankcollapse.train", root=pkg) == store.code_hash("rankcollapse.train")
+    assert store.code_hash("rankcollapse.lm.training", root=pkg) == store.code_hash(
+        "rankcollapse.lm.training"
+    )
     assert store.chapter_code_hash("toy-tasks", repo=copy) == store.chapter_code_hash("toy-tasks")
 
 
 def test_editing_metrics_changes_the_lm_states_key(copy):
     pkg = copy / "lib" / "rankcollapse"
-    before = store.code_hash("rankcollapse.train", root=pkg)
-    _edit(copy, "metrics.py")
-    assert store.code_hash("rankcollapse.train", root=pkg) != before
+    before = store.code_hash("rankcollapse.lm.training", root=pkg)
+    _edit(copy, "core/metrics.py")
+    assert store.code_hash("rankcollapse.lm.training", root=pkg) != before
 
 
-@pytest.mark.parametrize("module", ["cli.py", "book.py", "runner.py", "store.py"])
+@pytest.mark.parametrize(
+    "module", ["book/cli.py", "book/build.py", "book/runner.py", "store.py", "procs.py"]
+)
 def test_editing_the_runner_or_cli_changes_no_chapter(copy, module):
     before = _chapter_hashes(copy)
     _edit(copy, module)
@@ -132,7 +167,7 @@ def test_editing_the_runner_or_cli_changes_no_chapter(copy, module):
 
 def test_editing_lm_changes_exactly_the_lm_chapters(copy):
     before = _chapter_hashes(copy)
-    _edit(copy, "lm.py")
+    _edit(copy, "lm/model.py")
     after = _chapter_hashes(copy)
     assert {n for n in before if before[n] != after[n]} == LM_CHAPTERS
 
@@ -154,7 +189,7 @@ def test_editing_toy_tasks_changes_the_toy_network_key(copy):
     _edit(copy, "chapters/toy_tasks.py")
     assert tr.content_key(spec, mods, root=pkg) != before
     assert tr.content_key(spec, root=pkg) == default  # the default roots do not reach the chapter module
-    _edit(copy, "toytasks.py")
+    _edit(copy, "toy/tasks.py")
     assert tr.content_key(spec, root=pkg) != default
 
 
@@ -192,8 +227,9 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
 
 # -- two processes, one training --------------------------------------------------------------------------
 def _toy():
-    from rankcollapse import toynets as tn
-    from rankcollapse import toytasks as tt
+    from rankcollapse.toy import nets as tn
+    from rankcollapse.toy import tasks as tt
+
     cfg = tn.ToyNetConfig(2, 2, 8, 10, skip=True, vocab=10, n_pos=8)
 
     def loss(p, batch):
@@ -259,7 +295,7 @@ def _zero_block(p):
     """256 bytes set to zero, from the middle on where they are not zero already (a change, not a no-op)."""
     data = bytearray(p.read_bytes())
     at = next(i for i in range(len(data) // 2, len(data)) if data[i])
-    data[at: at + 256] = bytes(len(data[at: at + 256]))
+    data[at : at + 256] = bytes(len(data[at : at + 256]))
     p.write_bytes(bytes(data))
 
 
@@ -267,9 +303,13 @@ def _random_bytes(p):
     p.write_bytes(os.urandom(len(p.read_bytes())))
 
 
-CORRUPTIONS = {"truncate": _truncate, "zero a block": _zero_block, "random bytes": _random_bytes,
-               "empty": lambda p: p.write_bytes(b""),
-               "no sidecar": lambda p: store.sidecar(p).unlink()}
+CORRUPTIONS = {
+    "truncate": _truncate,
+    "zero a block": _zero_block,
+    "random bytes": _random_bytes,
+    "empty": lambda p: p.write_bytes(b""),
+    "no sidecar": lambda p: store.sidecar(p).unlink(),
+}
 
 
 def test_exempt_modules_import_nothing_that_computes():

@@ -1,11 +1,12 @@
-"""Model surgery on real transformers classes (tiny random configs): each variant removes what it says, keeps the
-rest, and the unmodified model is bit-identical to the original."""
+"""Model surgery on real transformers classes (tiny random configs): each variant removes what it says, keeps
+the rest, and the unmodified model is bit-identical to the original."""
+
 import pytest
 import torch
 
-from rankcollapse import hfmodels as hm
-from rankcollapse import surgery as sg
-from rankcollapse.metrics import norm_1, norm_1inf, relative_residual, res
+from rankcollapse.core.metrics import norm_1, norm_1inf, relative_residual, res
+from rankcollapse.hf import models as hm
+from rankcollapse.hf import surgery as sg
 
 ARCHS = sg.ARCHITECTURES
 SIZE = dict(layers=3, hidden=32, heads=4, vocab=100, embedding=16)
@@ -105,7 +106,8 @@ def test_mlp_removed_means_independent_of_mlp(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_skip_removed_means_no_identity_path(arch):
     """With the value maps zeroed, Attn(x) W_O is one constant row: without the skip the attention sublayer's
-    output LN(const) is the same for every token (zero residual); with the skip, LN(x + const) keeps x's residual."""
+    output LN(const) is the same for every token (zero residual); with the skip, LN(x + const) keeps x's
+    residual."""
     m = tiny(arch)
     with torch.no_grad():
         for p in value_params(m, arch):
@@ -149,7 +151,11 @@ def test_xlnet_post_attention_ignores_h():
     m = tiny("xlnet")
     ra = m.layer[0].rel_attn
     g = torch.Generator().manual_seed(4)
-    vec, h1, h2 = torch.randn(5, 1, 4, 8, generator=g), torch.randn(5, 1, 32, generator=g), torch.randn(5, 1, 32, generator=g)
+    vec, h1, h2 = (
+        torch.randn(5, 1, 4, 8, generator=g),
+        torch.randn(5, 1, 32, generator=g),
+        torch.randn(5, 1, 32, generator=g),
+    )
     with torch.no_grad(), sg.variant(m, "SAN"):
         assert torch.equal(ra.post_attention(h1, vec), ra.post_attention(h2, vec))
     with torch.no_grad():
@@ -169,21 +175,26 @@ def test_unknown_variant_and_double_patch():
 
 # -- per-head weights against the modules' own attention output ---------------------------------------
 def _projection(m, arch, l, X):
-    """The attention sublayer's output before the residual add and LayerNorm, computed by the real modules."""
+    """The attention sublayer's output before the residual add and LayerNorm, computed by the real
+    modules."""
     with torch.no_grad():
         if arch == "bert":
             lay = m.encoder.layer[l]
             ctx, _ = lay.attention.self(X)
             return lay.attention.output.dense(ctx)
         if arch == "albert":
-            return sg.albert_attention_projection(m.encoder.albert_layer_groups[0].albert_layers[0].attention, X)[0]
+            return sg.albert_attention_projection(
+                m.encoder.albert_layer_groups[0].albert_layers[0].attention, X
+            )[0]
         got = {}
         ra = m.layer[l].rel_attn
 
         def grab(self, h, attn_vec, residual=True):
             got["v"] = torch.einsum("ibnd,hnd->ibh", attn_vec, self.o)
             return type(self).post_attention(self, h, attn_vec, residual)
-        p = sg.Patches(); p.bind(ra, "post_attention", grab)
+
+        p = sg.Patches()
+        p.bind(ra, "post_attention", grab)
         try:
             m(input_ids=ids(), use_mems=False)
         finally:
@@ -205,9 +216,10 @@ def test_head_outputs_reconstruct_attention(arch):
 
 
 def test_head_betas_match_bounds_on_a_san():
-    from rankcollapse.bounds import beta_heads
     from rankcollapse.chapters.real_models import head_betas
-    from rankcollapse.san import SAN, SANConfig
+    from rankcollapse.core.bounds import beta_heads
+    from rankcollapse.core.san import SAN, SANConfig
+
     san = SAN.random(SANConfig(2, 3, 8), 0)
     W = {"WQ": san.WQ[1], "WK": san.WK[1], "WV": san.WV[1], "WO": san.WO[1]}
     torch.testing.assert_close(head_betas(W), beta_heads(san, 1))

@@ -2,11 +2,12 @@
 
 Each outcome of the rule is tried on synthetic evidence: a value that moved, one that did not, a count,
 a round-off floor, a string or verdict that differs (refused), a malformed record (named)."""
+
 import json
 
 import pytest
 
-from rankcollapse import records as R
+from rankcollapse.book import records as R
 
 
 def entry(v, rtol=0.0, atol=0.0, note="own note"):
@@ -43,8 +44,10 @@ def test_unmoved_integer_stays_exact_and_moved_count_is_widened():
 def test_round_off_floor_is_checked_absolutely():
     e = R.derive_tolerance(entry([1.95e-16, 0.5]), [[3.1e-16, 0.5]], ["a"])
     assert e["atol"] == R.FLOOR_ATOL and "round-off floor" in e["note"]
-    assert R._close([1.95e-16, 0.5], [8e-16, 0.5], e["rtol"], e["atol"])   # another floor value passes
-    assert not R._close([1.95e-16, 0.5], [1e-6, 0.5], e["rtol"], e["atol"])  # signal where the floor was fails
+    assert R._close([1.95e-16, 0.5], [8e-16, 0.5], e["rtol"], e["atol"])  # another floor value passes
+    assert not R._close(
+        [1.95e-16, 0.5], [1e-6, 0.5], e["rtol"], e["atol"]
+    )  # signal where the floor was fails
 
 
 def test_reference_at_floor_other_not():
@@ -62,8 +65,12 @@ def test_differing_string_or_flag_is_refused():
 
 
 def doc(verdict="supported", v=1.0):
-    return {"chapter": "c", "params": {"seed": 0}, "values": {"x": entry(v, rtol=0.01)},
-            "verdicts": {"C9": {"verdict": verdict, "claim": "", "rule": "", "evidence": {}}}}
+    return {
+        "chapter": "c",
+        "params": {"seed": 0},
+        "values": {"x": entry(v, rtol=0.01)},
+        "verdicts": {"C9": {"verdict": verdict, "claim": "", "rule": "", "evidence": {}}},
+    }
 
 
 def test_record_with_spread_and_verdicts_exact():
@@ -72,7 +79,8 @@ def test_record_with_spread_and_verdicts_exact():
     assert "tolerance_rule" in out
     with pytest.raises(R.RecordError, match="verdict C9"):
         R.record_with_spread(doc(), {"avx2": doc(verdict="refuted")})
-    other = doc(); other["params"] = {"seed": 1}
+    other = doc()
+    other["params"] = {"seed": 1}
     with pytest.raises(R.RecordError, match="other parameters"):
         R.record_with_spread(doc(), {"avx2": other})
 
@@ -87,7 +95,8 @@ def test_malformed_records_are_named(tmp_path):
     p.write_text('{"values": {')
     with pytest.raises(R.MalformedRecord, match="r.json"):
         R.load_checked(p)
-    d = doc(); del d["values"]["x"]["rtol"]
+    d = doc()
+    del d["values"]["x"]["rtol"]
     p.write_text(json.dumps(d))
     with pytest.raises(R.MalformedRecord, match="value 'x' lacks 'rtol'"):
         R.load_checked(p)
@@ -96,5 +105,7 @@ def test_malformed_records_are_named(tmp_path):
 def test_number_in_one_variant_none_in_another_is_recorded_unchecked():
     e = R.derive_tolerance(entry([120, None]), [[None, None]], ["avx2"])
     assert e["unchecked"] and "not checked" in e["note"]
-    rows = R.compare({"values": {"x": e}, "verdicts": {}}, {"values": {"x": entry([999, 3])}, "verdicts": {}})
+    rows = R.compare(
+        {"values": {"x": e}, "verdicts": {}}, {"values": {"x": entry([999, 3])}, "verdicts": {}}
+    )
     assert rows[0].ok and rows[0].tolerance == "not checked"

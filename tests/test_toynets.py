@@ -1,13 +1,14 @@
 """Toy networks around the SAN, their path-restricted outputs, and the toy-task data."""
+
 import math
 
 import numpy as np
 import torch
 
-from rankcollapse import toynets as tn
-from rankcollapse import toytasks as tt
 from rankcollapse.chapters import toy_tasks as tk
-from rankcollapse.san import SAN
+from rankcollapse.core.san import SAN
+from rankcollapse.toy import nets as tn
+from rankcollapse.toy import tasks as tt
 
 
 def _params(cfg, seed=0):
@@ -47,7 +48,8 @@ def test_length_zero_is_embedding_only():
     san = tn.san_of(cfg, p)
     X = tn.embed(cfg, p, x)
     _, atts = san.forward(X)
-    from rankcollapse.paths import length_components
+    from rankcollapse.core.paths import length_components
+
     bias = length_components(san, X, atts).bias
     assert torch.allclose(upto[0], tn.head(cfg, p, X + bias))
 
@@ -65,10 +67,13 @@ def test_sampled_paths_and_path_output():
     P = san.attention(0, X)[:, 1]
     want = P @ X @ san.WV[0, 1] @ san.WO[0, 1] + san.b[0]
     assert torch.allclose(tn.path_output(san, X, [2, 0]), want)
-    # sampling at length 0 returns the embedding, renormalised: equals the exact length-0 readout without bias
+    # sampling at length 0 returns the embedding, renormalised: equals the exact length-0 readout without
+    # bias
     x = torch.rand(3, 4, 2, dtype=torch.float64)
     got = tn.sampled_path_logits(cfg, p, x, 0, 3, g)
-    assert torch.allclose(got, tn.head(cfg, p, tn.embed(cfg, p, x)), atol=1e-3)  # LN is scale-free up to its eps
+    assert torch.allclose(
+        got, tn.head(cfg, p, tn.embed(cfg, p, x)), atol=1e-3
+    )  # LN is scale-free up to its eps
 
 
 def test_circle_dataset_is_one_rotation_step():

@@ -1,9 +1,11 @@
-"""Training by the library: an interrupted run resumes to bit-identical weights; the cache is keyed by content."""
+"""Training by the library: an interrupted run resumes to bit-identical weights; the cache is keyed by
+content."""
+
 import torch
 
-from rankcollapse import toynets as tn
-from rankcollapse import toytasks as tt
-from rankcollapse import training as tr
+from rankcollapse.toy import nets as tn
+from rankcollapse.toy import tasks as tt
+from rankcollapse.toy import training as tr
 
 CFG = tn.ToyNetConfig(2, 2, 8, 10, skip=True, vocab=10, n_pos=8)
 
@@ -23,15 +25,34 @@ def test_resume_is_bit_identical(tmp_path):
     ref = tr.train(tn.init_params(CFG, 3), _loss, _batch, steps, lr=1e-2, seed=5, log=lambda s: None)
     ck = tmp_path / "ckpt.pt"
     try:
-        tr.train(tn.init_params(CFG, 3), _loss, _batch, steps, lr=1e-2, seed=5, ckpt_path=ck, ckpt_every=steps // 2,
-                 interrupt_at=steps // 2 + 1, log=lambda s: None)  # dies one step after the checkpoint
+        tr.train(
+            tn.init_params(CFG, 3),
+            _loss,
+            _batch,
+            steps,
+            lr=1e-2,
+            seed=5,
+            ckpt_path=ck,
+            ckpt_every=steps // 2,
+            interrupt_at=steps // 2 + 1,
+            log=lambda s: None,
+        )  # dies one step after the checkpoint
         raise AssertionError("expected an interruption")
     except tr.TrainingInterrupted:
         pass
     assert ck.exists()
     # a fresh process: new initial weights (overwritten by the checkpoint), new optimiser, new generators
-    res = tr.train(tn.init_params(CFG, 3), _loss, _batch, steps, lr=1e-2, seed=5, ckpt_path=ck,
-                   ckpt_every=steps // 2, log=lambda s: None)
+    res = tr.train(
+        tn.init_params(CFG, 3),
+        _loss,
+        _batch,
+        steps,
+        lr=1e-2,
+        seed=5,
+        ckpt_path=ck,
+        ckpt_every=steps // 2,
+        log=lambda s: None,
+    )
     assert res.resumed_from == steps // 2
     for k in ref.params:
         assert torch.equal(ref.params[k], res.params[k]), k
@@ -68,7 +89,9 @@ def test_content_key():
 
 def test_a_corrupt_cached_network_or_checkpoint_is_retrained(tmp_path, capsys):
     import pytest
+
     from test_store import CORRUPTIONS
+
     spec = {"task": "corrupttest", "cfg": CFG.as_dict()}
     kw = dict(lr=1e-2, seed=1, log=lambda s: None, cache_dir=tmp_path, ckpt_every=3)
     init = lambda: tn.init_params(CFG, 0)  # noqa: E731

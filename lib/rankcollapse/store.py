@@ -13,7 +13,7 @@ Cache keys hash the source that decides a result, and only that source:
 
 So a docstring edit in ``cli.py`` re-executes no chapter, and an edit of ``metrics.py`` retrains the LM
 states (which measure with it). This module's own source is left out of every hash, and so is
-:mod:`rankcollapse.kernel_launcher`'s (:data:`KEY_EXEMPT`): they decide where results are stored and how the
+:mod:`rankcollapse.procs`'s (:data:`KEY_EXEMPT`): they decide where results are stored and how the
 processes computing them live and die, not what the results are (neither imports any other module of the
 package; ``tests/test_store.py`` checks it).
 
@@ -26,6 +26,7 @@ refuse one that no longer matches it (:class:`CorruptState`, :func:`quarantine`)
 the runner which stored states a chapter used, so its cached output is served only while they are unchanged
 (:func:`changed_states`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -43,7 +44,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 _CWD = os.getcwd()
 REPO = Path(os.path.abspath(os.environ.get("RCBOOK_ROOT") or PACKAGE_ROOT.parents[1]))
 # modules whose source is not part of any key: they decide where results lie, not what they are
-KEY_EXEMPT = frozenset({f"{PACKAGE}.store", f"{PACKAGE}.kernel_launcher"})
+KEY_EXEMPT = frozenset({f"{PACKAGE}.store", f"{PACKAGE}.procs"})
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -75,7 +76,8 @@ def _root(root) -> Path:
 
 
 def module_file(module: str, root: str | Path | None = None) -> Path | None:
-    """The source file of a module of this package (``<root>/a/b.py`` or ``<root>/a/b/__init__.py``), or None."""
+    """The source file of a module of this package (``<root>/a/b.py`` or ``<root>/a/b/__init__.py``), or
+    None."""
     parts = module.split(".")
     if parts[0] != PACKAGE or not all(p.isidentifier() for p in parts):
         return None
@@ -128,7 +130,7 @@ def _imported(statements: tuple, module: str | None, root: Path) -> set[str]:
             up = level - 1
             if up >= len(parts):
                 continue
-            base = ".".join(parts[:len(parts) - up])
+            base = ".".join(parts[: len(parts) - up])
             if name:
                 base = f"{base}.{name}"
         else:
@@ -149,8 +151,8 @@ def _with_parents(module: str) -> list[str]:
 
 def import_closure(*modules: str, root: str | Path | None = None) -> list[str]:
     """Sorted dotted names of the modules of this package reachable from ``modules`` (dotted names, e.g.
-    ``"rankcollapse.train"``) by static imports, the modules themselves and their parent packages included.
-    Reads the sources under ``root`` (default: this package's folder); imports nothing."""
+    ``"rankcollapse.lm.training"``) by static imports, the modules themselves and their parent packages
+    included. Reads the sources under ``root`` (default: this package's folder); imports nothing."""
     r = _root(root)
     todo = []
     for m in modules:
@@ -168,7 +170,9 @@ def import_closure(*modules: str, root: str | Path | None = None) -> list[str]:
                 continue
             seen.add(x)
             st = _statements(f.read_bytes())
-            if st is not None:  # one that does not parse cannot be imported either; its bytes are still hashed
+            if (
+                st is not None
+            ):  # one that does not parse cannot be imported either; its bytes are still hashed
                 todo.extend(sorted(_imported(st, x, r) - seen))
     return sorted(seen)
 
@@ -189,8 +193,11 @@ def code_hash(*modules: str, root: str | Path | None = None) -> str:
     """sha256 over (relative path, bytes) of every file in the import closure of ``modules``, in path order
     (:data:`KEY_EXEMPT` left out)."""
     r = _root(root)
-    files = sorted((module_file(m, r).relative_to(r).as_posix(), module_file(m, r))
-                   for m in import_closure(*modules, root=r) if m not in KEY_EXEMPT)
+    files = sorted(
+        (module_file(m, r).relative_to(r).as_posix(), module_file(m, r))
+        for m in import_closure(*modules, root=r)
+        if m not in KEY_EXEMPT
+    )
     h = hashlib.sha256()
     for rel, f in files:
         data = f.read_bytes()
@@ -210,24 +217,29 @@ def chapter_path(name: str, repo: str | Path | None = None) -> Path:
     return Path(repo or REPO) / "chapters" / f"{name}.md"
 
 
+def toc_pages(repo: str | Path | None = None) -> list[str]:
+    """The pages ``chapters/<name>`` of ``<repo>/_toc.yml``, in book order (the root page first)."""
+    import yaml
+
+    toc = yaml.safe_load((Path(repo or REPO) / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc.get("root")]
+    for part in toc.get("parts", []):
+        files.extend(c.get("file") for c in part.get("chapters", []))
+    return [f.split("/", 1)[1] for f in files if f and f.startswith("chapters/")]
+
+
 def chapter_registry(root: str | Path | None = None) -> dict:
-    """``CHAPTERS`` of ``<root>/chapters/__init__.py``, read from its source (a literal dict)."""
+    """The chapters, in book order, read from ``_toc.yml``: every page ``chapters/<name>`` whose module
+    ``rankcollapse.chapters.<name with _ for ->`` exists (the others, intro and status, are plain pages).
+    ``root``: the package folder (its repository, two levels up, holds ``_toc.yml``)."""
     r = _root(root)
-    try:
-        tree = ast.parse((r / "chapters" / "__init__.py").read_bytes())
-    except SyntaxError:
-        tree = None
-    for node in getattr(tree, "body", []):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == "CHAPTERS" for t in targets) and node.value is not None:
-            try:
-                return dict(ast.literal_eval(node.value))
-            except ValueError:
-                break
-    if r == PACKAGE_ROOT:  # not a literal: ask the module itself (by name at run time, not a static import)
-        import importlib
-        return dict(importlib.import_module(f"{PACKAGE}.chapters").CHAPTERS)
-    raise ValueError(f"no literal CHAPTERS in {r / 'chapters' / '__init__.py'}")
+    repo = REPO if r == PACKAGE_ROOT else r.parents[1]
+    out = {}
+    for name in toc_pages(repo):
+        mod = f"{PACKAGE}.chapters.{name.replace('-', '_')}"
+        if module_file(mod, r) is not None:
+            out[name] = mod
+    return out
 
 
 def code_cells(text: str) -> list[str]:
@@ -239,13 +251,15 @@ def code_cells(text: str) -> list[str]:
         fence = len(s) - len(s.lstrip("`"))
         if fence >= 3 and s[fence:].startswith("{code-cell}"):
             body, i = [], i + 1
-            while i < len(lines) and not (lines[i].strip().startswith("`" * fence)
-                                          and not lines[i].strip().strip("`")):
-                body.append(lines[i]); i += 1
+            while i < len(lines) and not (
+                lines[i].strip().startswith("`" * fence) and not lines[i].strip().strip("`")
+            ):
+                body.append(lines[i])
+                i += 1
             if body and body[0].strip() == "---":  # YAML options block
                 end = next((k for k in range(1, len(body)) if body[k].strip() == "---"), None)
                 if end is not None:
-                    body = body[end + 1:]
+                    body = body[end + 1 :]
             while body and body[0].lstrip().startswith(":"):
                 body = body[1:]
             cells.append("\n".join(ln for ln in body if not ln.lstrip().startswith(("%", "!"))))
@@ -253,7 +267,9 @@ def code_cells(text: str) -> list[str]:
     return cells
 
 
-def chapter_modules(name: str, repo: str | Path | None = None, package: str | Path | None = None) -> list[str]:
+def chapter_modules(
+    name: str, repo: str | Path | None = None, package: str | Path | None = None
+) -> list[str]:
     """The roots of a chapter's code: the modules of this package its code cells import, plus its module
     of ``CHAPTERS``. ``repo``: the folder holding ``chapters/`` (and, unless ``package`` is given,
     ``lib/rankcollapse``). A cell that does not parse makes every module of the package a root."""
@@ -283,6 +299,7 @@ def chapter_code_hash(name: str, repo: str | Path | None = None, package: str | 
 def lock(path: str | Path):
     """Hold an exclusive cross-process lock on the file ``path`` (created with its folder) while inside."""
     from filelock import FileLock
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path)):
@@ -296,7 +313,9 @@ def _atomic(path: Path):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # as a plainly created file would be (mkstemp makes it 0600)
+            os.fchmod(
+                f.fileno(), 0o666 & ~_UMASK
+            )  # as a plainly created file would be (mkstemp makes it 0600)
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -318,13 +337,15 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def atomic_torch_save(obj, path: str | Path) -> None:
     """``torch.save(obj, path)`` through a uniquely named temporary file in the same folder."""
     import torch
+
     with _atomic(Path(path)) as f:
         torch.save(obj, f)
 
 
 # -- stored files that prove their integrity ---------------------------------------------------------------
-# Every trained state, checkpoint and cached network is written with a *sidecar* ``<file>.sha256`` holding the
-# sha256 and the byte length of its content; :func:`load_checked` refuses a file whose bytes do not match it.
+# Every trained state, checkpoint and cached network is written with a *sidecar* ``<file>.sha256`` holding
+# the sha256 and the byte length of its content; :func:`load_checked` refuses a file whose bytes do not
+# match it.
 # The sidecar is written before the file itself (both atomically), so a file that exists always has its
 # sidecar, and a file with no sidecar, a short one or changed bytes is corrupt, never used.
 SIDECAR = ".sha256"
@@ -353,11 +374,13 @@ def _read_sidecar(path: Path) -> tuple[str, int] | None:
 
 
 def save_checked(obj, path: str | Path, *, record: bool = True) -> str:
-    """``torch.save(obj)`` to ``path`` with its content hash beside it (the sidecar first, then the file, both
-    atomically). ``record``: note the file among the states the running chapter consumed (see
+    """``torch.save(obj)`` to ``path`` with its content hash beside it (the sidecar first, then the file,
+    both atomically). ``record``: note the file among the states the running chapter consumed (see
     :func:`note_consumed`); checkpoints, which a finished run deletes, are not noted. Returns the sha256."""
     import io
+
     import torch
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     data = buf.getvalue()
@@ -409,7 +432,9 @@ def load_checked(path: str | Path, *, map_location=None, record: bool = True):
     """``torch.load`` of a file written by :func:`save_checked`, after checking its content hash. Raises
     :class:`CorruptState` naming the path on any mismatch, or when the checked bytes still do not load."""
     import io
+
     import torch
+
     data, digest = check_bytes(path)
     try:
         obj = torch.load(io.BytesIO(data), map_location=map_location, weights_only=False)
@@ -421,11 +446,12 @@ def load_checked(path: str | Path, *, map_location=None, record: bool = True):
 
 
 def quarantine(path: str | Path, reason, then: str = "", log=None) -> Path | None:
-    """Move a corrupt file (and its sidecar) aside to ``<name>.corrupt-<time>-<pid>`` in its folder, and say so
-    on stderr (and through ``log``): the path, what was wrong, where it went, ``then`` (what happens next).
-    Returns the new path (None if the file was already gone: moved by a concurrent run)."""
+    """Move a corrupt file (and its sidecar) aside to ``<name>.corrupt-<time>-<pid>`` in its folder, and say
+    so on stderr (and through ``log``): the path, what was wrong, where it went, ``then`` (what happens
+    next). Returns the new path (None if the file was already gone: moved by a concurrent run)."""
     import sys
     import time
+
     path = Path(path)
     reason = getattr(reason, "reason", reason)
     dest = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
@@ -464,12 +490,14 @@ def note_consumed(path: str | Path, digest: str) -> None:
 
 def json_line(d: dict) -> str:
     import json
+
     return json.dumps(d, sort_keys=True)
 
 
 def consumed(log: str | Path) -> dict[str, str]:
     """``{path: sha256}`` from a log written by :func:`note_consumed` (empty when there is none)."""
     import json
+
     out: dict[str, str] = {}
     try:
         text = Path(log).read_text()
@@ -485,8 +513,9 @@ def consumed(log: str | Path) -> dict[str, str]:
 
 
 def changed_states(states: dict[str, str]) -> list[str]:
-    """The paths of ``states`` (``{path: sha256}``) that are no longer stored with that hash (by their sidecars:
-    replaced, moved aside or removed). A chapter output is served from the cache only while this is empty."""
+    """The paths of ``states`` (``{path: sha256}``) that are no longer stored with that hash (by their
+    sidecars: replaced, moved aside or removed). A chapter output is served from the cache only while this is
+    empty."""
     bad = []
     for p, digest in states.items():
         want = _read_sidecar(Path(p))

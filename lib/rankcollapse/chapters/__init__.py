@@ -1,26 +1,18 @@
 """One module per chapter: its parameter schema (``SCHEMA``), its experiments and its figures.
 
-``chapters/<name>.md`` narrates; ``rankcollapse.chapters.<module>`` computes.
-The registry below maps chapter names (as used by ``rcbook`` and in ``_toc.yml``)
-to those modules, in book order.
+``chapters/<name>.md`` narrates; ``rankcollapse.chapters.<name with _ for ->`` computes. The registry is
+read from ``_toc.yml`` (:func:`rankcollapse.store.chapter_registry`): a page of the table of contents with a
+module here is a chapter, in book order. Chapter modules never import one another; what two chapters share
+lives in the science (``core``, ``toy``, ``lm``, ``hf``) or, for parameters, in :mod:`.common`.
 """
+
 from __future__ import annotations
 
 import importlib
 
-CHAPTERS = {
-    "decomposition": "rankcollapse.chapters.decomposition",
-    "collapse": "rankcollapse.chapters.collapse",
-    "skip": "rankcollapse.chapters.skip",
-    "mlp": "rankcollapse.chapters.mlp",
-    "layernorm": "rankcollapse.chapters.layernorm",
-    "real-models": "rankcollapse.chapters.real_models",
-    "toy-tasks": "rankcollapse.chapters.toy_tasks",
-    "repair-driver": "rankcollapse.chapters.repair_driver",
-    "repair-treatments": "rankcollapse.chapters.repair_treatments",
-    "repair-path": "rankcollapse.chapters.repair_path",
-    "repair-lr-burst": "rankcollapse.chapters.repair_lr_burst",
-}
+from .. import store
+
+CHAPTERS = store.chapter_registry()
 
 
 def module(name: str):

@@ -2,8 +2,9 @@
 
 Experiments (each returns plain data) and figures (each returns a matplotlib
 figure) for ``chapters/collapse.md``. Generic pieces (float floor, exponent
-regression, the bound along a trajectory) live in :mod:`rankcollapse.collapse_tools`.
+regression, the bound along a trajectory) live in :mod:`rankcollapse.core.trajectory`.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,56 +12,164 @@ import math
 import numpy as np
 import torch
 
-from .. import bounds as B
-from ..collapse_tools import (bound_along_depth, exponent_fit, floor_index, float_floor, theorem_certifies,
-                              trajectory)
-from ..params import Param, Schema
-from ..san import SAN, SANConfig, random_tokens
+from ..book.params import Param, Schema
+from ..core import bounds as B
+from ..core.san import SAN, SANConfig, random_tokens
+from ..core.trajectory import (
+    bound_along_depth,
+    exponent_fit,
+    float_floor,
+    floor_index,
+    theorem_certifies,
+    trajectory,
+)
 
-SCHEMA = Schema("collapse", [
-    Param("n_tokens", "int", "tokens n per input", {"smoke": 16, "full": 32, "paper": 128}, low=2, high=4096),
-    Param("n_layers", "int", "depth L of the curves", {"smoke": 8, "full": 12, "paper": 12}, low=1, high=96),
-    Param("widths", "int_list", "model widths d of the curves", {"smoke": [16, 32], "full": [32, 64, 128],
-                                                                "paper": [768]}, low=2, high=8192),
-    Param("heads", "int_list", "head counts H of the curves (d_qk = d_v = d // H)",
-          {"smoke": [1, 4], "full": [1, 4, 8], "paper": [1, 12]}, low=1, high=128),
-    Param("scales", "float_list", "weight scales s of the curves (entries N(0, s^2/fan_in))",
-          {"smoke": [0.5, 1.0, 2.0], "full": [0.25, 0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0]},
-          low=1e-6, high=100.0),
-    Param("seeds", "int", "random networks (and inputs) per configuration", {"smoke": 2, "full": 3, "paper": 3},
-          low=1, high=1000),
-    Param("bias", "bool", "layers carry a bias 1b^T (it never changes res, but moves the token mean)", True),
-    Param("floor_mult", "float", "a curve stops at the float floor: r(X) <= floor_mult * machine epsilon",
-          100.0, low=1.0, high=1e6),
-    Param("ref_scale", "float", "weight scale of the configuration whose bound is shown layer by layer", 1.0,
-          low=1e-6, high=100.0),
-    Param("phase_scales", "float_list", "weight scales of the phase diagram",
-          {"smoke": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0], "full": [0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
-           "paper": [0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0]}, low=1e-6, high=100.0),
-    Param("phase_dqk", "int_list", "query-key widths d_qk of the phase diagram",
-          {"smoke": [1, 4, 16], "full": [1, 2, 4, 8, 16, 32, 64], "paper": [1, 4, 16, 64, 256]}, low=1, high=8192),
-    Param("phase_d", "int", "model width of the phase diagram", {"smoke": 16, "full": 64, "paper": 768},
-          low=2, high=8192),
-    Param("phase_heads", "int", "heads of the phase diagram", {"smoke": 1, "full": 1, "paper": 12}, low=1, high=128),
-    Param("phase_layers", "int", "depth of the phase diagram", {"smoke": 6, "full": 12, "paper": 12}, low=1, high=96),
-    Param("phase_seeds", "int", "networks per phase-diagram cell", {"smoke": 1, "full": 2, "paper": 3}, low=1,
-          high=1000),
-    Param("collapse_tol", "float", "a network has collapsed when r(X_L) <= collapse_tol", 1e-3, low=0.0, high=1.0),
-])
+SCHEMA = Schema(
+    "collapse",
+    [
+        Param(
+            "n_tokens",
+            "int",
+            "tokens n per input",
+            {"smoke": 16, "full": 32, "paper": 128},
+            low=2,
+            high=4096,
+        ),
+        Param(
+            "n_layers", "int", "depth L of the curves", {"smoke": 8, "full": 12, "paper": 12}, low=1, high=96
+        ),
+        Param(
+            "widths",
+            "int_list",
+            "model widths d of the curves",
+            {"smoke": [16, 32], "full": [32, 64, 128], "paper": [768]},
+            low=2,
+            high=8192,
+        ),
+        Param(
+            "heads",
+            "int_list",
+            "head counts H of the curves (d_qk and d_v are d // H)",
+            {"smoke": [1, 4], "full": [1, 4, 8], "paper": [1, 12]},
+            low=1,
+            high=128,
+        ),
+        Param(
+            "scales",
+            "float_list",
+            "weight scales s of the curves (entries N(0, s^2/fan_in))",
+            {"smoke": [0.5, 1.0, 2.0], "full": [0.25, 0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0]},
+            low=1e-6,
+            high=100.0,
+        ),
+        Param(
+            "seeds",
+            "int",
+            "random networks (and inputs) per configuration",
+            {"smoke": 2, "full": 3, "paper": 3},
+            low=1,
+            high=1000,
+        ),
+        Param(
+            "bias", "bool", "layers carry a bias 1b^T (it never changes res, but moves the token mean)", True
+        ),
+        Param(
+            "floor_mult",
+            "float",
+            "a curve stops at the float floor: r(X) at most floor_mult times machine epsilon",
+            100.0,
+            low=1.0,
+            high=1e6,
+        ),
+        Param(
+            "ref_scale",
+            "float",
+            "weight scale of the configuration whose bound is shown layer by layer",
+            1.0,
+            low=1e-6,
+            high=100.0,
+        ),
+        Param(
+            "phase_scales",
+            "float_list",
+            "weight scales of the phase diagram",
+            {
+                "smoke": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+                "full": [0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
+                "paper": [0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0],
+            },
+            low=1e-6,
+            high=100.0,
+        ),
+        Param(
+            "phase_dqk",
+            "int_list",
+            "query-key widths d_qk of the phase diagram",
+            {"smoke": [1, 4, 16], "full": [1, 2, 4, 8, 16, 32, 64], "paper": [1, 4, 16, 64, 256]},
+            low=1,
+            high=8192,
+        ),
+        Param(
+            "phase_d",
+            "int",
+            "model width of the phase diagram",
+            {"smoke": 16, "full": 64, "paper": 768},
+            low=2,
+            high=8192,
+        ),
+        Param(
+            "phase_heads",
+            "int",
+            "heads of the phase diagram",
+            {"smoke": 1, "full": 1, "paper": 12},
+            low=1,
+            high=128,
+        ),
+        Param(
+            "phase_layers",
+            "int",
+            "depth of the phase diagram",
+            {"smoke": 6, "full": 12, "paper": 12},
+            low=1,
+            high=96,
+        ),
+        Param(
+            "phase_seeds",
+            "int",
+            "networks per phase-diagram cell",
+            {"smoke": 1, "full": 2, "paper": 3},
+            low=1,
+            high=1000,
+        ),
+        Param(
+            "collapse_tol",
+            "float",
+            "a network has collapsed when r(X_L) is at most collapse_tol",
+            1e-3,
+            low=0.0,
+            high=1.0,
+        ),
+    ],
+)
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def _check_heads(widths, heads):
-    from ..params import ParameterError
+    from ..book.params import ParameterError
+
     for d in widths:
         for H in heads:
             if d // H < 1:
-                raise ParameterError(f"parameter 'heads' = {H} is not allowed with width {d}: d // H must be >= 1")
+                raise ParameterError(
+                    f"parameter 'heads' = {H} is not allowed with width {d}: d // H must be >= 1"
+                )
 
 
 # -- (a, b) curves ------------------------------------------------------------------------------
-def curves(n, L, widths, heads, scales, seeds, bias, floor_mult, collapse_tol, seed, device, log=print) -> list[dict]:
+def curves(
+    n, L, widths, heads, scales, seeds, bias, floor_mult, collapse_tol, seed, device, log=print
+) -> list[dict]:
     """One row per (width, heads, scale, seed): the trajectory in float64 and float32, and the fit."""
     _check_heads(widths, heads)
     rows = []
@@ -82,8 +191,12 @@ def curves(n, L, widths, heads, scales, seeds, bias, floor_mult, collapse_tol, s
                             tr.pop("_hidden")
                     row["fit"] = exponent_fit(row["float64"]["res"], row["float64"]["floor_at"])
                     fa = row["float64"]["floor_at"]
-                    row["cert"] = theorem_certifies([x for x in row["layers"] if fa is None or x["layer"] < fa],
-                                                    row["float64"]["res"][0], H, cfg.dqk)
+                    row["cert"] = theorem_certifies(
+                        [x for x in row["layers"] if fa is None or x["layer"] < fa],
+                        row["float64"]["res"][0],
+                        H,
+                        cfg.dqk,
+                    )
                     row["collapsed"] = row["float64"]["r"][-1] <= collapse_tol
                     rows.append(row)
             log(f"curves d={d} H={H} done")
@@ -102,8 +215,11 @@ def depth_to_floor(rows, dtype="float64") -> dict:
     """Per scale: the median depth at which the curves reach the float floor (L+1 if never)."""
     out = {}
     for s in sorted({r["scale"] for r in rows}):
-        fl = [r[dtype]["floor_at"] if r[dtype]["floor_at"] is not None else len(r[dtype]["r"]) for r in rows
-              if r["scale"] == s]
+        fl = [
+            r[dtype]["floor_at"] if r[dtype]["floor_at"] is not None else len(r[dtype]["r"])
+            for r in rows
+            if r["scale"] == s
+        ]
         out[str(s)] = float(np.median(fl))
     return out
 
@@ -120,8 +236,9 @@ def exponents_by_scale(rows) -> dict:
 def local_exponents(rows) -> list[float]:
     """Every layer's local exponent log(res_l / res_{l-1}) / ... : slope between consecutive pairs.
 
-    For layer l (both l-2..l above the floor), ``(log res_l - log res_{l-1}) / (log res_{l-1} - log res_{l-2})``
-    is undefined; instead we use ``log res_l / log res_{l-1}`` on residuals normalised by ``res_0``
+    For layer l (both l-2..l above the floor),
+    ``(log res_l - log res_{l-1}) / (log res_{l-1} - log res_{l-2})`` is undefined; instead we use
+    ``log res_l / log res_{l-1}`` on residuals normalised by ``res_0``
     (so a linear rate q gives l/(l-1) -> 1 and a cubic rate gives -> 3).
     """
     out = []
@@ -136,17 +253,22 @@ def local_exponents(rows) -> list[float]:
 
 
 def c1_summary(rows) -> dict:
-    """What the C1 verdict is decided on: collapse and fitted exponents, over all runs and the certified ones."""
+    """What the C1 verdict is decided on: collapse and fitted exponents, over all runs and the certified
+    ones."""
     cert = [r for r in rows if r["cert"]["certified"]]
     e_cert = [r["fit"]["slope"] for r in cert if r["fit"]["slope"] is not None]
     e_all = [r["fit"]["slope"] for r in rows if r["fit"]["slope"] is not None]
-    return {"runs": len(rows), "collapsed": sum(r["collapsed"] for r in rows), "certified": len(cert),
-            "certified_collapsed": sum(r["collapsed"] for r in cert),
-            "exponent_certified_median": float(np.median(e_cert)) if e_cert else None,
-            "exponent_certified_min": float(min(e_cert)) if e_cert else None,
-            "exponent_certified_max": float(max(e_cert)) if e_cert else None,
-            "exponent_all_median": float(np.median(e_all)) if e_all else None,
-            "fits_certified": len(e_cert)}
+    return {
+        "runs": len(rows),
+        "collapsed": sum(r["collapsed"] for r in rows),
+        "certified": len(cert),
+        "certified_collapsed": sum(r["collapsed"] for r in cert),
+        "exponent_certified_median": float(np.median(e_cert)) if e_cert else None,
+        "exponent_certified_min": float(min(e_cert)) if e_cert else None,
+        "exponent_certified_max": float(max(e_cert)) if e_cert else None,
+        "exponent_all_median": float(np.median(e_all)) if e_all else None,
+        "fits_certified": len(e_cert),
+    }
 
 
 def c1_verdict(s: dict) -> str:
@@ -164,7 +286,8 @@ def c1_verdict(s: dict) -> str:
 
 
 def float_plateaus(rows) -> dict:
-    """Where each dtype's curves bottom out: the median over runs that reached their floor of the smallest r."""
+    """Where each dtype's curves bottom out: the median over runs that reached their floor of the smallest
+    r."""
     out = {}
     for dname in DTYPES:
         m = [min(r[dname]["r"]) for r in rows if r[dname]["floor_at"] is not None]
@@ -175,7 +298,8 @@ def float_plateaus(rows) -> dict:
 # -- (c) the bound -------------------------------------------------------------------------------
 def bound_rows(rows, ref_scale) -> dict:
     """The reference configuration (scale closest to ``ref_scale``, widest, most heads, seed 0): per layer
-    beta, smallest gamma, and the Theorem 2.2 bound with one gamma for all layers against the actual residual."""
+    beta, smallest gamma, and the Theorem 2.2 bound with one gamma for all layers against the actual
+    residual."""
     cands = [r for r in rows if r["seed"] == 0]
     s = min({r["scale"] for r in cands}, key=lambda x: abs(x - ref_scale))
     ref = max((r for r in cands if r["scale"] == s), key=lambda r: (r["d"], r["H"]))
@@ -184,12 +308,21 @@ def bound_rows(rows, ref_scale) -> dict:
     top = fa if fa is not None else len(res)
     layers = [row for row in ref["layers"] if row["layer"] < top]
     b = bound_along_depth(layers, res[0], ref["H"], ref["dqk"])
-    return {"d": ref["d"], "H": ref["H"], "scale": s, "dqk": ref["dqk"], "res": res[:top], "layers": layers, **b}
+    return {
+        "d": ref["d"],
+        "H": ref["H"],
+        "scale": s,
+        "dqk": ref["dqk"],
+        "res": res[:top],
+        "layers": layers,
+        **b,
+    }
 
 
 def bound_summary(rows) -> dict:
-    """Per scale, over runs: the depth bound (one beta, one gamma) at the last layer above the floor, in orders of
-    magnitude above the actual residual (median), and the share of runs where it is vacuous (above res(X_0))."""
+    """Per scale, over runs: the depth bound (one beta, one gamma) at the last layer above the floor, in
+    orders of magnitude above the actual residual (median), and the share of runs where it is vacuous
+    (above res(X_0))."""
     out = {}
     for s in sorted({r["scale"] for r in rows}):
         gaps, vac = [], []
@@ -204,8 +337,10 @@ def bound_summary(rows) -> dict:
             b = bound_along_depth(layers, res[0], r["H"], r["dqk"])
             gaps.append(b["log10_bound"][-1] - math.log10(res[top - 1]))
             vac.append(b["log10_bound"][-1] >= math.log10(res[0]))
-        out[str(s)] = {"log10_gap_median": float(np.median(gaps)) if gaps else None,
-                       "vacuous_share": float(np.mean(vac)) if vac else None}
+        out[str(s)] = {
+            "log10_gap_median": float(np.median(gaps)) if gaps else None,
+            "vacuous_share": float(np.mean(vac)) if vac else None,
+        }
     return out
 
 
@@ -220,19 +355,25 @@ def gamma_table(rows) -> dict:
             fa = r["float64"]["floor_at"]
             for row in r["layers"]:
                 if (fa is None or row["layer"] < fa) and row["gamma_min"] == row["gamma_min"]:
-                    g.append(row["gamma_min"]); bt.append(row["beta"])
-        out[str(s)] = {"gamma_median": float(np.median(g)) if g else None,
-                       "beta_median": float(np.median(bt)) if bt else None}
+                    g.append(row["gamma_min"])
+                    bt.append(row["beta"])
+        out[str(s)] = {
+            "gamma_median": float(np.median(g)) if g else None,
+            "beta_median": float(np.median(bt)) if bt else None,
+        }
     return out
 
 
 # -- (d) phase diagram ----------------------------------------------------------------------------
-def phase_diagram(n, L, d, H, scales, dqks, seeds, bias, collapse_tol, floor_mult, seed, device, log=print) -> dict:
+def phase_diagram(
+    n, L, d, H, scales, dqks, seeds, bias, collapse_tol, floor_mult, seed, device, log=print
+) -> dict:
     """Observed collapse and the theorem's certificate over (weight scale, d_qk), float64.
 
-    Per cell (median over seeds): ``r(X_L)``, collapsed (``r(X_L) <= collapse_tol``), ``4 beta H / sqrt(d_qk)``
-    with beta the largest over layers (the gamma-free part of the condition), the smallest gamma valid for every
-    layer, and whether Theorem 2.2 with those beta and gamma certifies that the residual goes to zero.
+    Per cell (median over seeds): ``r(X_L)``, collapsed (``r(X_L) <= collapse_tol``),
+    ``4 beta H / sqrt(d_qk)`` with beta the largest over layers (the gamma-free part of the condition), the
+    smallest gamma valid for every layer, and whether Theorem 2.2 with those beta and gamma certifies that
+    the residual goes to zero.
     """
     floor = float_floor(torch.float64, floor_mult)
     cells = []
@@ -254,23 +395,37 @@ def phase_diagram(n, L, d, H, scales, dqks, seeds, bias, collapse_tol, floor_mul
                 c = theorem_certifies(layers, tr["res"][0], H, q)
                 cert.append(c["certified"])
                 gam.append(c["gamma"])
-            cells.append({"scale": s, "dqk": q, "r_L": float(np.median(rL)), "collapsed": sum(coll) * 2 > seeds,
-                          "certified": sum(cert) * 2 > seeds, "beta_factor": float(np.median(fac)),
-                          "gamma": float(np.median(gam))})
+            cells.append(
+                {
+                    "scale": s,
+                    "dqk": q,
+                    "r_L": float(np.median(rL)),
+                    "collapsed": sum(coll) * 2 > seeds,
+                    "certified": sum(cert) * 2 > seeds,
+                    "beta_factor": float(np.median(fac)),
+                    "gamma": float(np.median(gam)),
+                }
+            )
         log(f"phase diagram d_qk={q} done")
     n_coll = sum(c["collapsed"] for c in cells)
     n_cert = sum(c["certified"] for c in cells)
     coll_f = [c["beta_factor"] for c in cells if c["collapsed"]]
-    return {"cells": cells, "n_cells": len(cells), "n_collapsed": n_coll, "n_certified": n_cert,
-            "n_certified_not_collapsed": sum(c["certified"] and not c["collapsed"] for c in cells),
-            "max_beta_factor_collapsed": max(coll_f) if coll_f else None,
-            "min_beta_factor_collapsed": min(coll_f) if coll_f else None,
-            "n_collapsed_beta_factor_ge1": sum(f >= 1 for f in coll_f)}
+    return {
+        "cells": cells,
+        "n_cells": len(cells),
+        "n_collapsed": n_coll,
+        "n_certified": n_cert,
+        "n_certified_not_collapsed": sum(c["certified"] and not c["collapsed"] for c in cells),
+        "max_beta_factor_collapsed": max(coll_f) if coll_f else None,
+        "min_beta_factor_collapsed": min(coll_f) if coll_f else None,
+        "n_collapsed_beta_factor_ge1": sum(f >= 1 for f in coll_f),
+    }
 
 
 # -- figures ---------------------------------------------------------------------------------------
 def fig_curves(rows, floor_mult):
     import matplotlib.pyplot as plt
+
     scales = sorted({r["scale"] for r in rows})
     fig, axes = plt.subplots(1, len(scales), figsize=(3.2 * len(scales), 3.4), sharey=True, squeeze=False)
     configs = sorted({(r["d"], r["H"]) for r in rows})
@@ -280,16 +435,27 @@ def fig_curves(rows, floor_mult):
             for r in (x for x in rows if x["scale"] == s and x["d"] == d and x["H"] == H):
                 tr = r["float64"]
                 top = tr["floor_at"] if tr["floor_at"] is not None else len(tr["r"])
-                ax.plot(range(top), tr["r"][:top], color=f"C{k}", lw=1, marker=".", ms=3,
-                        label=f"d={d}, H={H}" if r["seed"] == 0 else None)
+                ax.plot(
+                    range(top),
+                    tr["r"][:top],
+                    color=f"C{k}",
+                    lw=1,
+                    marker=".",
+                    ms=3,
+                    label=f"d={d}, H={H}" if r["seed"] == 0 else None,
+                )
                 if tr["floor_at"] is not None:
                     ax.plot([top - 1], [tr["r"][top - 1]], "x", color=f"C{k}", ms=6)
                 if r["seed"] == 0 and k == 0:
-                    ref = linear_reference(tr["r"], tr["floor_at"] if tr["floor_at"] is not None else len(tr["r"]))
+                    ref = linear_reference(
+                        tr["r"], tr["floor_at"] if tr["floor_at"] is not None else len(tr["r"])
+                    )
                     ax.plot(range(len(ref)), ref, "k--", lw=1, label="linear rate (first-layer ratio)")
         ax.axhline(floor, color="grey", ls=":", lw=1)
-        ax.set_yscale("log"); ax.set_ylim(floor / 10, 2)
-        ax.set_title(f"weight scale {s:g}", fontsize=9); ax.set_xlabel("layer l")
+        ax.set_yscale("log")
+        ax.set_ylim(floor / 10, 2)
+        ax.set_title(f"weight scale {s:g}", fontsize=9)
+        ax.set_xlabel("layer l")
     axes[0][0].set_ylabel("r(X_l)  (float64)")
     axes[0][0].legend(fontsize=6)
     fig.tight_layout()
@@ -298,6 +464,7 @@ def fig_curves(rows, floor_mult):
 
 def fig_exponent(rows):
     import matplotlib.pyplot as plt
+
     scales = sorted({r["scale"] for r in rows})
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     ax = axes[0]
@@ -307,11 +474,13 @@ def fig_exponent(rows):
             res, fa = r["float64"]["res"], r["float64"]["floor_at"]
             top = fa if fa is not None else len(res)
             for l in range(1, top):
-                xs.append(math.log10(res[l - 1])); ys.append(math.log10(res[l]))
+                xs.append(math.log10(res[l - 1]))
+                ys.append(math.log10(res[l]))
         ax.scatter(xs, ys, s=8, color=f"C{k}", label=f"scale {s:g}", alpha=0.7)
     lo, hi = ax.get_xlim()
     ax.plot([lo, hi], [lo, hi], "k:", lw=1, label="slope 1")
-    ax.set_xlabel("log10 ‖res(X_{l-1})‖₁,∞"); ax.set_ylabel("log10 ‖res(X_l)‖₁,∞")
+    ax.set_xlabel("log10 ‖res(X_{l-1})‖₁,∞")
+    ax.set_ylabel("log10 ‖res(X_l)‖₁,∞")
     ax.legend(fontsize=7)
     ax = axes[1]
     for k, s in enumerate(scales):
@@ -319,8 +488,12 @@ def fig_exponent(rows):
         ax.scatter([s] * len(e), e, color=f"C{k}", s=14)
     ax.axhline(3, color="k", ls="--", lw=1, label="theory: 3")
     ax.axhline(1, color="grey", ls=":", lw=1, label="linear rate: 1")
-    ax.set_xscale("log"); ax.set_xlabel("weight scale"); ax.set_ylabel("fitted per-layer exponent")
-    ax.minorticks_off(); ax.set_xticks(scales); ax.set_xticklabels([f"{s:g}" for s in scales])
+    ax.set_xscale("log")
+    ax.set_xlabel("weight scale")
+    ax.set_ylabel("fitted per-layer exponent")
+    ax.minorticks_off()
+    ax.set_xticks(scales)
+    ax.set_xticklabels([f"{s:g}" for s in scales])
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -328,6 +501,7 @@ def fig_exponent(rows):
 
 def fig_bound(b):
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     ls = [row["layer"] for row in b["layers"]]
     ax = axes[0]
@@ -335,14 +509,18 @@ def fig_bound(b):
     ax.semilogy(ls, [row["beta"] for row in b["layers"]], "s-", label="β from the weights")
     ax.semilogy(ls, [row["factor"] for row in b["layers"]], "^-", label="4γβH/√d_qk")
     ax.axhline(1, color="grey", ls=":", lw=1)
-    ax.set_xlabel("layer"); ax.legend(fontsize=7); ax.set_xticks(ls)
+    ax.set_xlabel("layer")
+    ax.legend(fontsize=7)
+    ax.set_xticks(ls)
     ax.set_title(f"d={b['d']}, H={b['H']}, d_qk={b['dqk']}, scale {b['scale']:g}", fontsize=9)
     ax = axes[1]
     L = range(len(b["res"]))
     ax.plot(L, np.log10(b["res"]), "ko-", label="actual ‖res(X_l)‖₁,∞")
     ax.plot(L, b["log10_bound"], "r^--", label="Thm 2.2 bound, one γ for all layers")
     ax.plot(list(L)[1:], b["log10_onestep"], "bs:", label="one-layer bound from the actual res(X_{l-1})")
-    ax.set_xlabel("layer l"); ax.set_ylabel("log10"); ax.legend(fontsize=7)
+    ax.set_xlabel("layer l")
+    ax.set_ylabel("log10")
+    ax.legend(fontsize=7)
     ax.set_ylim(min(np.log10(b["res"])) - 5, max(max(np.log10(b["res"])) + 5, 5))
     fig.tight_layout()
     return fig
@@ -350,16 +528,20 @@ def fig_bound(b):
 
 def fig_floor(rows, floor_mult):
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 3.4))
     s = sorted({r["scale"] for r in rows})
     pick = [r for r in rows if r["seed"] == 0 and r["scale"] == min(s, key=lambda x: abs(x - 1.0))]
     for k, r in enumerate(pick):
         ax.semilogy(r["float64"]["r"], "-o", ms=3, color=f"C{k}", label=f"d={r['d']}, H={r['H']} float64")
-        ax.semilogy(r["float32"]["r"], "--s", ms=3, color=f"C{k}", alpha=0.6, label=f"d={r['d']}, H={r['H']} float32")
+        ax.semilogy(
+            r["float32"]["r"], "--s", ms=3, color=f"C{k}", alpha=0.6, label=f"d={r['d']}, H={r['H']} float32"
+        )
     for dname, dt in DTYPES.items():
         ax.axhline(float_floor(dt, floor_mult), color="grey", ls=":" if dname == "float64" else "-.", lw=1)
         ax.axhline(float(torch.finfo(dt).eps), color="r", ls=":" if dname == "float64" else "-.", lw=0.8)
-    ax.set_xlabel("layer l"); ax.set_ylabel("r(X_l)")
+    ax.set_xlabel("layer l")
+    ax.set_ylabel("r(X_l)")
     ax.set_title(f"float floors: grey = {floor_mult:g}·eps (curves stop there), red = eps", fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     return fig
@@ -367,19 +549,35 @@ def fig_floor(rows, floor_mult):
 
 def fig_phase(ph, L, d, H):
     import matplotlib.pyplot as plt
+
     cells = ph["cells"]
-    scales = sorted({c["scale"] for c in cells}); dqks = sorted({c["dqk"] for c in cells})
-    Z = np.array([[math.log10(next(c for c in cells if c["scale"] == s and c["dqk"] == q)["r_L"]) for s in scales]
-                  for q in dqks])
+    scales = sorted({c["scale"] for c in cells})
+    dqks = sorted({c["dqk"] for c in cells})
+    Z = np.array(
+        [
+            [math.log10(next(c for c in cells if c["scale"] == s and c["dqk"] == q)["r_L"]) for s in scales]
+            for q in dqks
+        ]
+    )
     fig, ax = plt.subplots(figsize=(7, 3.8))
     im = ax.imshow(Z, origin="lower", aspect="auto", cmap="viridis")
     fig.colorbar(im, ax=ax, label=f"log10 r(X_L), L={L}")
     for c in cells:
         i, j = dqks.index(c["dqk"]), scales.index(c["scale"])
-        ax.text(j, i, ("C" if c["collapsed"] else "·") + ("*" if c["certified"] else ""), ha="center", va="center",
-                color="w" if Z[i, j] < Z.max() - 0.3 * (Z.max() - Z.min() + 1e-9) else "k", fontsize=8)
-    ax.set_xticks(range(len(scales))); ax.set_xticklabels([f"{s:g}" for s in scales])
-    ax.set_yticks(range(len(dqks))); ax.set_yticklabels([str(q) for q in dqks])
-    ax.set_xlabel("weight scale"); ax.set_ylabel("d_qk")
+        ax.text(
+            j,
+            i,
+            ("C" if c["collapsed"] else "·") + ("*" if c["certified"] else ""),
+            ha="center",
+            va="center",
+            color="w" if Z[i, j] < Z.max() - 0.3 * (Z.max() - Z.min() + 1e-9) else "k",
+            fontsize=8,
+        )
+    ax.set_xticks(range(len(scales)))
+    ax.set_xticklabels([f"{s:g}" for s in scales])
+    ax.set_yticks(range(len(dqks)))
+    ax.set_yticklabels([str(q) for q in dqks])
+    ax.set_xlabel("weight scale")
+    ax.set_ylabel("d_qk")
     ax.set_title(f"d={d}, H={H}: C = collapsed, * = certified by Thm 2.2", fontsize=9)
     return fig

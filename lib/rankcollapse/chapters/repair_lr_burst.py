@@ -1,11 +1,14 @@
-"""Chapter `repair-lr-burst`: a second cause of rank collapse, with the skip intact (Figure 4 of Hofmann & Mäder).
+"""Chapter `repair-lr-burst`: a second cause of rank collapse, with the skip intact (Figure 4 of Hofmann &
+Mäder).
 
-From each healthy network (skip intact, the final saved state of :func:`rankcollapse.repair.healthy`) the learning
-rate is multiplied for ``burst_steps`` updates, then training continues untreated at the base rate for
-``branch_steps``; a paired control continues from the same state at the base rate for the same total (same data
-batches: a batch is seeded by seed and step). All three are :func:`rankcollapse.train.branch` runs (the after-burst
-run's parent is the burst's saved ``branch.pt``), cached by content like every other trained state.
+From each healthy network (skip intact, the final saved state of :func:`rankcollapse.lm.runs.healthy`) the
+learning rate is multiplied for ``burst_steps`` updates, then training continues untreated at the base rate
+for ``branch_steps``; a paired control continues from the same state at the base rate for the same total
+(same data batches: a batch is seeded by seed and step). All three are
+:func:`rankcollapse.lm.training.branch` runs (the after-burst run's parent is the burst's saved
+``branch.pt``), cached by content like every other trained state.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -13,40 +16,79 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import gradpath as gp
-from .. import lm
-from .. import repair as rp
-from .. import train as tr
-from ..params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema
+from ..lm import gradpath as gp
+from ..lm import model as lm
+from ..lm import runs as rp
+from ..lm import training as tr
+from . import common
 
 # the paper's Figure 4 (depth 24, 8 held-out networks per multiplier): recovered / networks, and the loss gap
 PAPER = {16.0: "8/8 recovered", 32.0: "0/8 recovered"}
 PAPER_GAP = "0.86–1.04 nats above control (recovered)"
 
-SCHEMA = Schema("repair-lr-burst", rp.DRIVER_PARAMS + [
-    Param("multipliers", "float_list", "learning-rate multipliers of the burst (one burst per value and seed)",
-          {"smoke": [8.0, 64.0], "full": [16.0, 24.0, 32.0, 64.0], "paper": [16.0, 32.0]}, low=1.0, high=1e4),
-    Param("burst_steps", "int", "updates at the multiplied rate (a multiple of 10); branch_steps follow at the base rate",
-          {"smoke": 30, "full": 50, "paper": 200}, low=10, high=10**6),
-    Param("recover_frac", "float", "recovered when the rolling median srank climbs this fraction of the way from the "
-          "collapse threshold to the control's srank at the burst's end (as in repair-treatments)", 0.5,
-          low=0.0, high=1.0),
-    Param("recover_window", "int", "measurements (10 steps each) in the rolling median", 5, low=1, high=1000),
-    Param("extend_steps", "int", "collapsed bursts still climbing at the branch's end (and their controls) continue "
-          "this many more steps at the base rate (0: none; a multiple of 10)", {"smoke": 0, "full": 600, "paper": 0},
-          low=0, high=10**7),
-])
+SCHEMA = Schema(
+    "repair-lr-burst",
+    common.DRIVER_PARAMS
+    + [
+        Param(
+            "multipliers",
+            "float_list",
+            "learning-rate multipliers of the burst (one burst per value and seed)",
+            {"smoke": [8.0, 64.0], "full": [16.0, 24.0, 32.0, 64.0], "paper": [16.0, 32.0]},
+            low=1.0,
+            high=1e4,
+        ),
+        Param(
+            "burst_steps",
+            "int",
+            "updates at the multiplied rate (a multiple of 10); branch_steps follow at the base rate",
+            {"smoke": 30, "full": 50, "paper": 200},
+            low=10,
+            high=10**6,
+        ),
+        Param(
+            "recover_frac",
+            "float",
+            "recovered when the rolling median srank climbs this fraction of the way from the "
+            "collapse threshold to the control's srank at the burst's end (as in repair-treatments)",
+            0.5,
+            low=0.0,
+            high=1.0,
+        ),
+        Param(
+            "recover_window",
+            "int",
+            "measurements (10 steps each) in the rolling median",
+            5,
+            low=1,
+            high=1000,
+        ),
+        Param(
+            "extend_steps",
+            "int",
+            "collapsed bursts still climbing at the branch's end (and their controls) continue "
+            "this many more steps at the base rate (0: none; a multiple of 10)",
+            {"smoke": 0, "full": 600, "paper": 0},
+            low=0,
+            high=10**7,
+        ),
+    ],
+)
 
-CLIMB = 0.2  # srank units a collapsed, unrecovered burst must have regained from its minimum to count as climbing
+# srank units a collapsed, unrecovered burst must have regained from its minimum to count as climbing
+CLIMB = 0.2
 
 
 def validate(p) -> None:
     """Checks beyond the schema (before any work)."""
-    rp.validate_driver(p)
+    common.validate_driver(p)
     for name in ("burst_steps", "extend_steps"):
         if getattr(p, name) % 10:
-            raise ParameterError(f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
-                                 "(the measurement interval)")
+            raise ParameterError(
+                f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
+                "(the measurement interval)"
+            )
 
 
 # -- runs -------------------------------------------------------------------------------------------
@@ -65,18 +107,27 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
     """Per seed: the burst at each multiplier, the after-burst run at the base rate, and the paired control.
 
     Returns {seed: {"start": step of the healthy state, "parent": its path, "control": branch summary,
-    "burst": {m: summary}, "after": {m: summary}, "burst_path": {m: path of the state right after the burst}}}."""
+    "burst": {m: summary}, "after": {m: summary}, "burst_path": {m: path of the state right after the
+    burst}}}."""
     jobs, labels, tags = [], [], []
     out = {}
     for s in p.seeds:
         hp = healthy_path(healthy[s])
         out[s] = {"start": healthy[s]["step"], "parent": str(hp), "burst": {}, "after": {}, "burst_path": {}}
         for m in p.multipliers:
-            jobs.append(("branch", {"parent": str(hp), "spec": spec_at(p, s, p.lr * m), "steps": p.burst_steps}))
-            labels.append(f"seed {s} burst x{m:g}"); tags.append((s, "burst", m))
-        jobs.append(("branch", {"parent": str(hp), "spec": spec_at(p, s, p.lr),
-                                "steps": p.burst_steps + p.branch_steps}))
-        labels.append(f"seed {s} control"); tags.append((s, "control", None))
+            jobs.append(
+                ("branch", {"parent": str(hp), "spec": spec_at(p, s, p.lr * m), "steps": p.burst_steps})
+            )
+            labels.append(f"seed {s} burst x{m:g}")
+            tags.append((s, "burst", m))
+        jobs.append(
+            (
+                "branch",
+                {"parent": str(hp), "spec": spec_at(p, s, p.lr), "steps": p.burst_steps + p.branch_steps},
+            )
+        )
+        labels.append(f"seed {s} control")
+        tags.append((s, "control", None))
     for (s, kind, m), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
         if kind == "control":
             out[s]["control"] = o
@@ -86,9 +137,18 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
     jobs, labels, tags = [], [], []
     for s in p.seeds:
         for m in p.multipliers:
-            jobs.append(("branch", {"parent": out[s]["burst_path"][m], "spec": spec_at(p, s, p.lr),
-                                    "steps": p.branch_steps}))
-            labels.append(f"seed {s} after x{m:g}"); tags.append((s, m))
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": out[s]["burst_path"][m],
+                        "spec": spec_at(p, s, p.lr),
+                        "steps": p.branch_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {s} after x{m:g}")
+            tags.append((s, m))
     for (s, m), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
         out[s]["after"][m] = o
     return out
@@ -96,34 +156,66 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
 
 def joined(burst_hist: dict, after_hist: dict, *more: dict) -> dict:
     """One history over consecutive runs (each run's first measurement repeats the previous run's last)."""
-    k = 1 if after_hist["m_step"] and burst_hist["m_step"] and after_hist["m_step"][0] == burst_hist["m_step"][-1] else 0
-    out = {"m_step": burst_hist["m_step"] + after_hist["m_step"][k:],
-           "srank": burst_hist["srank"] + after_hist["srank"][k:],
-           "probe_loss": burst_hist["probe_loss"] + after_hist["probe_loss"][k:]}
+    k = (
+        1
+        if after_hist["m_step"]
+        and burst_hist["m_step"]
+        and after_hist["m_step"][0] == burst_hist["m_step"][-1]
+        else 0
+    )
+    out = {
+        "m_step": burst_hist["m_step"] + after_hist["m_step"][k:],
+        "srank": burst_hist["srank"] + after_hist["srank"][k:],
+        "probe_loss": burst_hist["probe_loss"] + after_hist["probe_loss"][k:],
+    }
     return joined(out, *more) if more else out
 
 
 def climbing(p, sm: dict) -> list[tuple[int, float]]:
     """(seed, multiplier) of the bursts that collapsed, did not recover within the branch, and ended at least
-    :data:`CLIMB` above their minimum srank: the ones whose rank was still coming back when the branch ended."""
-    return [(r["seed"], m) for m in p.multipliers for r in sm[m]["rows"]
-            if r["collapsed"] and r["recovered_after"] is None and r["final_srank"] - r["min_srank"] >= CLIMB]
+    :data:`CLIMB` above their minimum srank: the ones whose rank was still coming back when the branch
+    ended."""
+    return [
+        (r["seed"], m)
+        for m in p.multipliers
+        for r in sm[m]["rows"]
+        if r["collapsed"] and r["recovered_after"] is None and r["final_srank"] - r["min_srank"] >= CLIMB
+    ]
 
 
 def run_extensions(p, runs: dict, which: list, log=print) -> dict:
-    """Continue each selected after-burst run, and its seed's control, for ``extend_steps`` more steps at the base
-    rate (chained from their saved ends; cached by content). Returns {seed: {"control": summary, m: summary}}."""
+    """Continue each selected after-burst run, and its seed's control, for ``extend_steps`` more steps at the
+    base rate (chained from their saved ends; cached by content).
+    Returns {seed: {"control": summary, m: summary}}."""
     if not which or p.extend_steps == 0:
         return {}
     jobs, labels, tags = [], [], []
     for s in sorted({s for s, _ in which}):
-        jobs.append(("branch", {"parent": str(rp.branch_path(runs[s]["control"])), "spec": spec_at(p, s, p.lr),
-                                "steps": p.extend_steps}))
-        labels.append(f"seed {s} control, extended"); tags.append((s, "control"))
+        jobs.append(
+            (
+                "branch",
+                {
+                    "parent": str(rp.branch_path(runs[s]["control"])),
+                    "spec": spec_at(p, s, p.lr),
+                    "steps": p.extend_steps,
+                },
+            )
+        )
+        labels.append(f"seed {s} control, extended")
+        tags.append((s, "control"))
     for s, m in which:
-        jobs.append(("branch", {"parent": str(rp.branch_path(runs[s]["after"][m])), "spec": spec_at(p, s, p.lr),
-                                "steps": p.extend_steps}))
-        labels.append(f"seed {s} after x{m:g}, extended"); tags.append((s, m))
+        jobs.append(
+            (
+                "branch",
+                {
+                    "parent": str(rp.branch_path(runs[s]["after"][m])),
+                    "spec": spec_at(p, s, p.lr),
+                    "steps": p.extend_steps,
+                },
+            )
+        )
+        labels.append(f"seed {s} after x{m:g}, extended")
+        tags.append((s, m))
     out = {}
     for (s, k), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
         out.setdefault(s, {})[k] = o
@@ -131,8 +223,8 @@ def run_extensions(p, runs: dict, which: list, log=print) -> dict:
 
 
 def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
-    """Per extended burst: steps to recovery after the burst's end over burst + branch + extension (same threshold
-    as in the branch), final srank, and loss gap to the extended control at the same step."""
+    """Per extended burst: steps to recovery after the burst's end over burst + branch + extension (same
+    threshold as in the branch), final srank, and loss gap to the extended control at the same step."""
     rows = []
     for s, e in ext.items():
         r = runs[s]
@@ -142,17 +234,23 @@ def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
             if m == "control":
                 continue
             h = joined(r["burst"][m]["hist"], r["after"][m]["hist"], o["hist"])
-            rows.append({"seed": s, "multiplier": m, "end_step": o["step"],
-                         "recovered_after": recovery_after(h, burst_end, rt, p.threshold, p.recover_window),
-                         "final_srank": float(statistics.median(rp.last_srank(h)[-p.recover_window:])),
-                         "loss_gap": float(o["final_probe"]["loss"] - e["control"]["final_probe"]["loss"])})
+            rows.append(
+                {
+                    "seed": s,
+                    "multiplier": m,
+                    "end_step": o["step"],
+                    "recovered_after": recovery_after(h, burst_end, rt, p.threshold, p.recover_window),
+                    "final_srank": float(statistics.median(rp.last_srank(h)[-p.recover_window :])),
+                    "loss_gap": float(o["final_probe"]["loss"] - e["control"]["final_probe"]["loss"]),
+                }
+            )
     return rows
 
 
 # -- summaries (pure functions of histories) -------------------------------------------------------
 def collapse_step(hist: dict, threshold: float, k: int) -> int | None:
-    """First measurement step at which the ``k``-measurement rolling median of the last block's srank is below
-    ``threshold`` (None: never)."""
+    """First measurement step at which the ``k``-measurement rolling median of the last block's srank is
+    below ``threshold`` (None: never)."""
     med = tr.rolling_median(rp.last_srank(hist), k)
     for t, v in zip(hist["m_step"], med):
         if v < threshold:
@@ -162,8 +260,8 @@ def collapse_step(hist: dict, threshold: float, k: int) -> int | None:
 
 def recovery_after(hist: dict, burst_end: int, rec_threshold: float, threshold: float, k: int) -> int | None:
     """Steps after ``burst_end`` until the rolling median, once it has fallen below ``threshold``, reaches
-    ``rec_threshold`` again (searching from the later of the collapse and the burst's end; None: no collapse, or
-    no recovery within the history)."""
+    ``rec_threshold`` again (searching from the later of the collapse and the burst's end; None: no collapse,
+    or no recovery within the history)."""
     tc = collapse_step(hist, threshold, k)
     if tc is None:
         return None
@@ -181,16 +279,22 @@ def rec_threshold(control_hist: dict, burst_end: int, threshold: float, frac: fl
     return threshold + frac * (cs - threshold)
 
 
-def summarise_run(p, hist: dict, start: int, control_hist: dict, final_loss: float, control_final_loss: float) -> dict:
+def summarise_run(
+    p, hist: dict, start: int, control_hist: dict, final_loss: float, control_final_loss: float
+) -> dict:
     burst_end = start + p.burst_steps
     rt = rec_threshold(control_hist, burst_end, p.threshold, p.recover_frac, p.recover_window)
     med = tr.rolling_median(rp.last_srank(hist), p.recover_window)
     tc = collapse_step(hist, p.threshold, p.recover_window)
-    return {"collapsed": tc is not None, "collapse_after": None if tc is None else tc - start,
-            "min_srank": float(min(med)), "rec_threshold": rt,
-            "recovered_after": recovery_after(hist, burst_end, rt, p.threshold, p.recover_window),
-            "final_srank": float(statistics.median(rp.last_srank(hist)[-p.recover_window:])),
-            "loss_gap": float(final_loss - control_final_loss)}
+    return {
+        "collapsed": tc is not None,
+        "collapse_after": None if tc is None else tc - start,
+        "min_srank": float(min(med)),
+        "rec_threshold": rt,
+        "recovered_after": recovery_after(hist, burst_end, rt, p.threshold, p.recover_window),
+        "final_srank": float(statistics.median(rp.last_srank(hist)[-p.recover_window :])),
+        "loss_gap": float(final_loss - control_final_loss),
+    }
 
 
 def summarise(p, runs: dict) -> dict:
@@ -201,24 +305,35 @@ def summarise(p, runs: dict) -> dict:
         for s in p.seeds:
             r = runs[s]
             h = joined(r["burst"][m]["hist"], r["after"][m]["hist"])
-            row = summarise_run(p, h, r["start"], r["control"]["hist"], r["after"][m]["final_probe"]["loss"],
-                                r["control"]["final_probe"]["loss"])
+            row = summarise_run(
+                p,
+                h,
+                r["start"],
+                r["control"]["hist"],
+                r["after"][m]["final_probe"]["loss"],
+                r["control"]["final_probe"]["loss"],
+            )
             rows.append({"seed": s, **row})
         col = [x for x in rows if x["collapsed"]]
         rec = [x for x in col if x["recovered_after"] is not None]
-        out[m] = {"rows": rows, "seeds": len(rows), "collapsed": len(col), "recovered": len(rec),
-                  "median_steps": statistics.median([x["recovered_after"] for x in rec]) if rec else None,
-                  "min_srank": float(np.median([x["min_srank"] for x in rows])),
-                  "final_srank": float(np.median([x["final_srank"] for x in rows])),
-                  "loss_gap": float(np.median([x["loss_gap"] for x in rows])),
-                  "loss_gap_recovered": float(np.median([x["loss_gap"] for x in rec])) if rec else None}
+        out[m] = {
+            "rows": rows,
+            "seeds": len(rows),
+            "collapsed": len(col),
+            "recovered": len(rec),
+            "median_steps": statistics.median([x["recovered_after"] for x in rec]) if rec else None,
+            "min_srank": float(np.median([x["min_srank"] for x in rows])),
+            "final_srank": float(np.median([x["final_srank"] for x in rows])),
+            "loss_gap": float(np.median([x["loss_gap"] for x in rows])),
+            "loss_gap_recovered": float(np.median([x["loss_gap"] for x in rec])) if rec else None,
+        }
     return out
 
 
 # -- the query-key path -----------------------------------------------------------------------------
 def qk_median(path, seed: int, ctx: int, alpha: float) -> float:
-    """Median over blocks of the task gradient's norm on the query-key weights, at the saved state ``path`` on the
-    probe batch of ``seed`` with skip scale ``alpha``."""
+    """Median over blocks of the task gradient's norm on the query-key weights, at the saved state ``path``
+    on the probe batch of ``seed`` with skip scale ``alpha``."""
     m = tr.load_model(path)
     x, y = lm.corpus().probe(seed, 16, ctx)
     return float(np.median(gp.block_grad_norms(m, x, y, alpha=alpha)["task_qk"]))
@@ -227,29 +342,42 @@ def qk_median(path, seed: int, ctx: int, alpha: float) -> float:
 def qk_gradients(p, runs: dict, drivers: dict) -> dict:
     """Median Q/K gradient right after each burst (alpha 1), at each healthy parent (alpha 1), and at each
     settled skip collapse of the drivers (alpha = alpha_min)."""
-    return {"burst": {s: {m: qk_median(runs[s]["burst_path"][m], s, p.ctx, 1.0) for m in p.multipliers}
-                      for s in p.seeds},
-            "healthy": {s: qk_median(runs[s]["parent"], s, p.ctx, 1.0) for s in p.seeds},
-            "skip": {s: qk_median(drivers[s]["collapse"], s, p.ctx, p.alpha_min)
-                     for s in p.seeds if drivers[s]["collapse"] is not None}}
+    return {
+        "burst": {
+            s: {m: qk_median(runs[s]["burst_path"][m], s, p.ctx, 1.0) for m in p.multipliers}
+            for s in p.seeds
+        },
+        "healthy": {s: qk_median(runs[s]["parent"], s, p.ctx, 1.0) for s in p.seeds},
+        "skip": {
+            s: qk_median(drivers[s]["collapse"], s, p.ctx, p.alpha_min)
+            for s in p.seeds
+            if drivers[s]["collapse"] is not None
+        },
+    }
 
 
 # -- verdicts (pure) --------------------------------------------------------------------------------
-H6_RULE = ("over the (seed, multiplier) bursts whose rolling-median last-block srank fell below the collapse "
-           "threshold (the collapsed bursts), with Q/K = the median over blocks of the task gradient on the query-key "
-           "weights right after the burst: inconclusive if none collapsed, or if the skip-collapsed networks' median "
-           "Q/K is above 1/100 of the healthy parents' (the reference itself does not close the path, so open and "
-           "closed cannot be told apart); refuted if every collapsed burst has Q/K below 10x the skip-collapsed median "
-           "(path closed as in the skip collapse); supported if the collapsed bursts' median Q/K is at least 10x the "
-           "skip-collapsed median and at least 1/10 of the healthy parents' median (path open) and at least one "
-           "collapsed burst recovered untreated within the branch or its extension; else inconclusive (e.g. none "
-           "recovered)")
-H7_RULE = ("over the burst networks that collapsed and then recovered (within the branch or its extension): supported "
-           "if the median final probe-loss gap to the paired control at the same step exceeds 0.05 nats, refuted if below 0.01; inconclusive if none "
-           "recovered or in between")
+H6_RULE = (
+    "over the (seed, multiplier) bursts whose rolling-median last-block srank fell below the collapse "
+    "threshold (the collapsed bursts), with Q/K = the median over blocks of the task gradient on the "
+    "query-key weights right after the burst: inconclusive if none collapsed, or if the skip-collapsed "
+    "networks' median Q/K is above 1/100 of the healthy parents' (the reference itself does not close the "
+    "path, so open and closed cannot be told apart); refuted if every collapsed burst has Q/K below 10x the "
+    "skip-collapsed median (path closed as in the skip collapse); supported if the collapsed bursts' median "
+    "Q/K is at least 10x the skip-collapsed median and at least 1/10 of the healthy parents' median (path "
+    "open) and at least one collapsed burst recovered untreated within the branch or its extension; else "
+    "inconclusive (e.g. none recovered)"
+)
+H7_RULE = (
+    "over the burst networks that collapsed and then recovered (within the branch or its extension): "
+    "supported if the median final probe-loss gap to the paired control at the same step exceeds 0.05 nats, "
+    "refuted if below 0.01; inconclusive if none recovered or in between"
+)
 
 
-def verdict_h6(collapsed_qk: list, recovered: list, qk_skip: float | None, qk_healthy: float) -> tuple[str, str]:
+def verdict_h6(
+    collapsed_qk: list, recovered: list, qk_skip: float | None, qk_healthy: float
+) -> tuple[str, str]:
     """``collapsed_qk``: Q/K gradient of each collapsed burst network; ``recovered``: whether each recovered;
     ``qk_skip``, ``qk_healthy``: medians of the skip-collapsed networks and the healthy parents. Returns
     (verdict, reason), by :data:`H6_RULE`."""
@@ -258,19 +386,27 @@ def verdict_h6(collapsed_qk: list, recovered: list, qk_skip: float | None, qk_he
     if qk_skip is None:
         return "inconclusive", "no driver settled into a skip collapse to compare the path with"
     if qk_skip > qk_healthy / 100:
-        return "inconclusive", ("the skip collapse does not close the path at this size (its Q/K gradient is above "
-                                "1/100 of the healthy one's), so the path test cannot tell open from closed")
+        return "inconclusive", (
+            "the skip collapse does not close the path at this size (its Q/K gradient is above "
+            "1/100 of the healthy one's), so the path test cannot tell open from closed"
+        )
     if all(q < 10 * qk_skip for q in collapsed_qk):
         return "refuted", "every collapsed burst network's path is closed like the skip collapse's"
     med = float(np.median(collapsed_qk))
     is_open = med >= 10 * qk_skip and med >= qk_healthy / 10
     if is_open and any(recovered):
         return "supported", "collapsed with the path open, and recovered untreated"
-    path = ("the path open" if is_open else
-            f"the path partly open (median Q/K {med / qk_skip:.2g}x the skip collapse's, but only "
-            f"{med / qk_healthy:.2g} of the healthy one's)")
+    path = (
+        "the path open"
+        if is_open
+        else f"the path partly open (median Q/K {med / qk_skip:.2g}x the skip collapse's, but only "
+        f"{med / qk_healthy:.2g} of the healthy one's)"
+    )
     if not any(recovered):
-        return "inconclusive", f"collapsed with {path}, but none recovered within the branch (or its extension)"
+        return (
+            "inconclusive",
+            f"collapsed with {path}, but none recovered within the branch (or its extension)",
+        )
     return "inconclusive", f"recovered, but with {path}"
 
 
@@ -283,9 +419,10 @@ def verdict_h7(recovered_gaps: list) -> str:
 
 # -- figures ----------------------------------------------------------------------------------------
 def fig_burst_srank(p, runs: dict, summary: dict):
-    """Figure 4 right: rolling-median last-block srank from the burst's start, one panel per multiplier; dashed:
-    the paired control; dotted: recovery threshold; grey: collapse threshold; shaded: the burst."""
+    """Figure 4 right: rolling-median last-block srank from the burst's start, one panel per multiplier;
+    dashed: the paired control; dotted: recovery threshold; grey: collapse threshold; shaded: the burst."""
     import matplotlib.pyplot as plt
+
     M = list(p.multipliers)
     cols = min(4, len(M))
     rows_ = (len(M) + cols - 1) // cols
@@ -294,26 +431,42 @@ def fig_burst_srank(p, runs: dict, summary: dict):
         for i, s in enumerate(p.seeds):
             r = runs[s]
             h = joined(r["burst"][m]["hist"], r["after"][m]["hist"])
-            ax.plot(np.array(h["m_step"]) - r["start"], tr.rolling_median(rp.last_srank(h), p.recover_window),
-                    color=f"C{i}", lw=1, label=f"seed {s}")
+            ax.plot(
+                np.array(h["m_step"]) - r["start"],
+                tr.rolling_median(rp.last_srank(h), p.recover_window),
+                color=f"C{i}",
+                lw=1,
+                label=f"seed {s}",
+            )
             c = r["control"]["hist"]
-            ax.plot(np.array(c["m_step"]) - r["start"], tr.rolling_median(rp.last_srank(c), p.recover_window),
-                    color=f"C{i}", lw=0.8, ls="--", alpha=0.7, label="control (dashed)" if i == 0 else None)
+            ax.plot(
+                np.array(c["m_step"]) - r["start"],
+                tr.rolling_median(rp.last_srank(c), p.recover_window),
+                color=f"C{i}",
+                lw=0.8,
+                ls="--",
+                alpha=0.7,
+                label="control (dashed)" if i == 0 else None,
+            )
             ax.axhline(summary[m]["rows"][i]["rec_threshold"], color=f"C{i}", ls=":", lw=0.8)
         ax.axvspan(0, p.burst_steps, color="orange", alpha=0.15, lw=0)
         ax.axhline(p.threshold, color="gray", lw=0.6)
-        ax.set_title(f"learning rate x{m:g}", fontsize=9); ax.set_xlabel("steps after burst start", fontsize=8)
-    for ax in axs.flat[len(M):]:
+        ax.set_title(f"learning rate x{m:g}", fontsize=9)
+        ax.set_xlabel("steps after burst start", fontsize=8)
+    for ax in axs.flat[len(M) :]:
         ax.axis("off")
-    axs[0, 0].set_ylabel("srank, last block (median)"); axs[0, 0].legend(fontsize=7)
+    axs[0, 0].set_ylabel("srank, last block (median)")
+    axs[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def fig_burst_qk(p, qk: dict, summary: dict):
-    """Figure 4 left: median Q/K gradient (over blocks) at the skip collapses, right after each burst (filled:
-    collapsed and recovered; open: collapsed, not recovered; grey x: did not collapse), and at the healthy parents."""
+    """Figure 4 left: median Q/K gradient (over blocks) at the skip collapses, right after each burst
+    (filled: collapsed and recovered; open: collapsed, not recovered; grey x: did not collapse), and at the
+    healthy parents."""
     import matplotlib.pyplot as plt
+
     M = list(p.multipliers)
     labels = ["skip-collapsed"] + [f"burst x{m:g}" for m in M] + ["healthy"]
     fig, ax = plt.subplots(figsize=(1.3 * len(labels) + 1.5, 3.5))
@@ -329,14 +482,25 @@ def fig_burst_qk(p, qk: dict, summary: dict):
             elif row["recovered_after"] is not None:
                 kw, lab = {"marker": "o", "color": "C0"}, "collapsed, recovered"
             else:
-                kw, lab = {"marker": "o", "facecolors": "none", "edgecolors": "C0"}, "collapsed, not recovered"
-            ax.scatter([j + 0.08 * (i - (len(p.seeds) - 1) / 2)], [v], s=26, zorder=3,
-                       label=None if lab in used else lab, **kw)
+                kw, lab = (
+                    {"marker": "o", "facecolors": "none", "edgecolors": "C0"},
+                    "collapsed, not recovered",
+                )
+            ax.scatter(
+                [j + 0.08 * (i - (len(p.seeds) - 1) / 2)],
+                [v],
+                s=26,
+                zorder=3,
+                label=None if lab in used else lab,
+                **kw,
+            )
             used.add(lab)
     hv = list(qk["healthy"].values())
     ax.scatter([len(M) + 1] * len(hv), hv, color="C2", marker="s", s=22, zorder=3)
-    ax.set_xticks(range(len(labels))); ax.set_xticklabels(labels, fontsize=8, rotation=20)
-    ax.set_yscale("log"); ax.set_ylabel("Q/K task gradient (median over blocks)")
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8, rotation=20)
+    ax.set_yscale("log")
+    ax.set_ylabel("Q/K task gradient (median over blocks)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

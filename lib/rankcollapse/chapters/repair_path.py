@@ -2,51 +2,96 @@
 
 Per-block gradients at each saved collapse (task loss, hinge, healthy network), the query–key gradient after
 the skip scale is switched back, switches held at several alpha, the reversed-ramp hysteresis and the loss
-after recovery. The saved collapses and healthy networks come from :func:`rankcollapse.repair.main_runs`; the
-switches are :func:`rankcollapse.train.branch` runs with a constant alpha; the reversed ramp is the same branch
-``repair-treatments`` asks for (loaded by content if it ran).
+after recovery. The saved collapses and healthy networks come from :func:`rankcollapse.lm.runs.main_runs`;
+the switches are :func:`rankcollapse.lm.training.branch` runs with a constant alpha; the reversed ramp is the
+same branch ``repair-treatments`` asks for (loaded by content if it ran).
 """
+
 from __future__ import annotations
 
 import statistics
 
 import numpy as np
 
-from .. import gradpath as gp
-from .. import lm
-from .. import repair as rp
-from .. import train as tr
-from ..params import Param, Schema
-from . import repair_treatments as trt
+from ..book.params import Param, Schema
+from ..core.stats import spearman
+from ..lm import gradpath as gp
+from ..lm import model as lm
+from ..lm import runs as rp
+from ..lm import training as tr
+from . import common
 
-SCHEMA = Schema("repair-path", rp.DRIVER_PARAMS + [
-    Param("switch_alphas", "float_list", "alpha held after the switch (one branch per value and event)",
-          [0.1, 0.3, 0.6], low=0.0, high=1.0),
-    Param("probe_alphas", "float_list", "alpha at which the query-key gradient is read right after the switch",
-          [0.3, 1.0], low=0.0, high=1.0),
-    Param("after_steps", "int", "the query-key gradient is read again after this many updates at each probe alpha",
-          50, low=1, high=10**6),
-    *[q for q in trt.SCHEMA.params if q.name in ("added_loss", "recover_frac", "recover_window")],  # the same rule
-    Param("delays", "int_list", "further steps held at alpha_min before a delayed switch (multiples of 10, increasing)",
-          {"smoke": [100], "full": [100, 300, 500], "paper": [500, 1500, 3000]}, low=10, high=10**7),
-    Param("delay_alphas", "float_list", "alpha switched to after each delay (each must be one of switch_alphas: "
-          "the undelayed switch is the held one)", {"smoke": [0.3], "full": [0.1, 0.3], "paper": [0.1, 0.3]},
-          low=0.0, high=1.0),
-    Param("trace_every", "int", "weight stable ranks are read every this many steps through the driver (multiple of 10)",
-          50, low=10, high=10**6),
-])
+SCHEMA = Schema(
+    "repair-path",
+    common.DRIVER_PARAMS
+    + [
+        Param(
+            "switch_alphas",
+            "float_list",
+            "alpha held after the switch (one branch per value and event)",
+            [0.1, 0.3, 0.6],
+            low=0.0,
+            high=1.0,
+        ),
+        Param(
+            "probe_alphas",
+            "float_list",
+            "alpha at which the query-key gradient is read right after the switch",
+            [0.3, 1.0],
+            low=0.0,
+            high=1.0,
+        ),
+        Param(
+            "after_steps",
+            "int",
+            "the query-key gradient is read again after this many updates at each probe alpha",
+            50,
+            low=1,
+            high=10**6,
+        ),
+        *common.RECOVERY_PARAMS,  # the same recovery rule as repair-treatments
+        Param(
+            "delays",
+            "int_list",
+            "further steps held at alpha_min before a delayed switch (multiples of 10, increasing)",
+            {"smoke": [100], "full": [100, 300, 500], "paper": [500, 1500, 3000]},
+            low=10,
+            high=10**7,
+        ),
+        Param(
+            "delay_alphas",
+            "float_list",
+            "alpha switched to after each delay (each must be one of switch_alphas: "
+            "the undelayed switch is the held one)",
+            {"smoke": [0.3], "full": [0.1, 0.3], "paper": [0.1, 0.3]},
+            low=0.0,
+            high=1.0,
+        ),
+        Param(
+            "trace_every",
+            "int",
+            "weight stable ranks are read every this many steps through the driver (multiple of 10)",
+            50,
+            low=10,
+            high=10**6,
+        ),
+    ],
+)
 
 
 def validate(p) -> None:
     """Checks across parameters, before any work (the schema checks each one alone)."""
-    from ..params import ParameterError
-    rp.validate_driver(p)
+    from ..book.params import ParameterError
+
+    common.validate_driver(p)
     if any(d % 10 for d in p.delays) or list(p.delays) != sorted(set(p.delays)):
         raise ParameterError(f"parameter 'delays' = {p.delays} must be strictly increasing multiples of 10")
     missing = [a for a in p.delay_alphas if a not in p.switch_alphas]
     if missing:
-        raise ParameterError(f"parameter 'delay_alphas' = {p.delay_alphas}: each must be one of "
-                             f"switch_alphas = {p.switch_alphas} (missing {missing})")
+        raise ParameterError(
+            f"parameter 'delay_alphas' = {p.delay_alphas}: each must be one of "
+            f"switch_alphas = {p.switch_alphas} (missing {missing})"
+        )
     if p.trace_every % 10:
         raise ParameterError(f"parameter 'trace_every' = {p.trace_every} must be a multiple of 10")
 
@@ -57,16 +102,21 @@ def _probe(p, seed):
 
 def gradients_at_collapse(p, events: list[dict], healthy: dict) -> dict:
     """Per event: block gradient norms at the saved collapse (alpha_min; task and hinge), at the same weights
-    with alpha switched to each probe alpha before any update, and of the healthy network (its final state)."""
+    with alpha switched to each probe alpha before any update, and of the healthy network (its final
+    state)."""
     out = {}
     for e in events:
         s = e["seed"]
         x, y = _probe(p, s)
         m = tr.load_model(e["collapse"])
         hinge = tr.Term("hinge", e["betas"]["hinge"], e["s0"])
-        r = {"collapsed": gp.block_grad_norms(m, x, y, term=hinge, alpha=p.alpha_min),
-             "switched": {a: gp.block_grad_norms(m, x, y, alpha=a)
-                          for a in sorted(set(p.probe_alphas) | set(p.switch_alphas))}}
+        r = {
+            "collapsed": gp.block_grad_norms(m, x, y, term=hinge, alpha=p.alpha_min),
+            "switched": {
+                a: gp.block_grad_norms(m, x, y, alpha=a)
+                for a in sorted(set(p.probe_alphas) | set(p.switch_alphas))
+            },
+        }
         hm = tr.load_model(_final_path(healthy[s]), 1.0)
         r["healthy"] = gp.block_grad_norms(hm, x, y, alpha=1.0)
         r["healthy_step"] = healthy[s]["step"]
@@ -76,6 +126,7 @@ def gradients_at_collapse(p, events: list[dict], healthy: dict) -> dict:
 
 def _final_path(summary: dict):
     from pathlib import Path
+
     return Path(summary["dir"]) / "driver.pt"
 
 
@@ -85,46 +136,83 @@ def switch_spec(p, seed: int, start: int, alpha: float) -> tr.RunSpec:
 
 
 def untreated_spec(p, e) -> tr.RunSpec:
-    return trt.branch_spec(p, e["seed"], e["start"], "untreated", {}, 0.0)
+    return rp.branch_spec(p, e["seed"], e["start"], "untreated", {}, 0.0)
 
 
 def delay_segments(p, e, d: int, a: float) -> list:
-    """The chain of a switch to ``a`` after ``d`` further collapsed steps: untreated segments up to each delay (shared
-    by every longer delay and cached by content), then the switch held for ``branch_steps``."""
+    """The chain of a switch to ``a`` after ``d`` further collapsed steps: untreated segments up to each
+    delay (shared by every longer delay and cached by content), then the switch held for ``branch_steps``."""
     segs, prev = [], 0
     for dd in p.delays:
         if dd > d:
             break
-        segs.append((untreated_spec(p, e), dd - prev)); prev = dd
+        segs.append((untreated_spec(p, e), dd - prev))
+        prev = dd
     return segs + [(switch_spec(p, e["seed"], e["start"] + d, a), p.branch_steps)]
 
 
 def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, dict, dict]:
     """Everything trained from the saved collapses, in one parallel pool: switches held at each switch alpha
-    (``branch_steps``), at each probe alpha for ``after_steps`` (gradients read at their end), the reversed ramp of
-    ``repair-treatments``, the delayed switches (chains: untreated for each delay, then the switch) and the driver
-    repeated in memory to trace its weights' stable ranks. Returns (hold, after, rev, delayed, trace)."""
+    (``branch_steps``), at each probe alpha for ``after_steps`` (gradients read at their end), the reversed
+    ramp of ``repair-treatments``, the delayed switches (chains: untreated for each delay, then the switch)
+    and the driver repeated in memory to trace its weights' stable ranks. Returns (hold, after, rev, delayed,
+    trace)."""
     jobs, labels, tags = [], [], []
     for e in events:
-        jobs.append(("trace", {"spec": rp.run_spec(p, e["seed"]), "steps": rp.driver_steps(p), "every": p.trace_every}))
-        labels.append(f"seed {e['seed']} driver weight trace"); tags.append(("trace", e["seed"], None))
-        for d in reversed(p.delays):   # longest first: they share their untreated prefix with the shorter ones
+        jobs.append(
+            (
+                "trace",
+                {"spec": rp.run_spec(p, e["seed"]), "steps": rp.driver_steps(p), "every": p.trace_every},
+            )
+        )
+        labels.append(f"seed {e['seed']} driver weight trace")
+        tags.append(("trace", e["seed"], None))
+        for d in reversed(
+            p.delays
+        ):  # longest first: they share their untreated prefix with the shorter ones
             for a in p.delay_alphas:
                 jobs.append(("chain", {"parent": e["collapse"], "segments": delay_segments(p, e, d, a)}))
-                labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps"); tags.append(("delay", e["seed"], (d, a)))
+                labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps")
+                tags.append(("delay", e["seed"], (d, a)))
     for e in events:
         for a in p.switch_alphas:
-            jobs.append(("branch", {"parent": e["collapse"], "spec": switch_spec(p, e["seed"], e["start"], a),
-                                    "steps": p.branch_steps}))
-            labels.append(f"seed {e['seed']} switch to {a}"); tags.append(("hold", e["seed"], a))
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": switch_spec(p, e["seed"], e["start"], a),
+                        "steps": p.branch_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} switch to {a}")
+            tags.append(("hold", e["seed"], a))
         for a in p.probe_alphas:
-            jobs.append(("branch", {"parent": e["collapse"], "spec": switch_spec(p, e["seed"], e["start"], a),
-                                    "steps": p.after_steps}))
-            labels.append(f"seed {e['seed']} {p.after_steps} steps at {a}"); tags.append(("after", e["seed"], a))
-        jobs.append(("branch", {"parent": e["collapse"],
-                                "spec": trt.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0),
-                                "steps": p.branch_steps}))
-        labels.append(f"seed {e['seed']} reversed ramp"); tags.append(("rev", e["seed"], None))
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": switch_spec(p, e["seed"], e["start"], a),
+                        "steps": p.after_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} {p.after_steps} steps at {a}")
+            tags.append(("after", e["seed"], a))
+        jobs.append(
+            (
+                "branch",
+                {
+                    "parent": e["collapse"],
+                    "spec": rp.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0),
+                    "steps": p.branch_steps,
+                },
+            )
+        )
+        labels.append(f"seed {e['seed']} reversed ramp")
+        tags.append(("rev", e["seed"], None))
     res = rp.run_jobs(jobs, p.workers, log, labels)
     hold, after, rev, delayed, trace = {}, {}, {}, {}, {}
     for (kind, s, a), o in zip(tags, res):
@@ -159,45 +247,61 @@ def summarise_switches(p, events, hold, healthy) -> dict:
         rows = []
         for e in events:
             b = hold[e["seed"]][a]
-            rec = trt.recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
+            rec = rp.recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
             gap = b["final_probe"]["loss"] - rp.at_step(healthy[e["seed"]]["hist"], b["step"], "probe_loss")
-            rows.append({"seed": e["seed"], "recovered_after": rec,
-                         "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window:]),
-                         "loss_gap": gap})
+            rows.append(
+                {
+                    "seed": e["seed"],
+                    "recovered_after": rec,
+                    "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window :]),
+                    "loss_gap": gap,
+                }
+            )
         steps = [r["recovered_after"] for r in rows if r["recovered_after"] is not None]
-        out[a] = {"rows": rows, "recovered": len(steps), "events": len(rows),
-                  "median_steps": statistics.median(steps) if steps else None}
+        out[a] = {
+            "rows": rows,
+            "recovered": len(steps),
+            "events": len(rows),
+            "median_steps": statistics.median(steps) if steps else None,
+        }
     return out
 
 
 def hysteresis(p, events, drivers, rev) -> list[dict]:
-    """Per event: alpha at the driver's first crossing of the collapse threshold and alpha at which the reversed
-    ramp recovered (None if it did not within the branch)."""
+    """Per event: alpha at the driver's first crossing of the collapse threshold and alpha at which the
+    reversed ramp recovered (None if it did not within the branch)."""
     out = []
     for e in events:
         d = drivers[e["seed"]]
         h = d["hist"]
         fc = d["det"]["first_cross"]
         a_col = h["alpha"][h["m_step"].index(fc)]
-        spec = trt.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0)
-        rec = trt.recovery(rev[e["seed"]]["hist"], e["start"], e["rec_threshold"], p.recover_window)
+        spec = rp.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0)
+        rec = rp.recovery(rev[e["seed"]]["hist"], e["start"], e["rec_threshold"], p.recover_window)
         a_rec = spec.alpha(e["start"] + rec) if rec is not None else None
-        out.append({"seed": e["seed"], "alpha_collapse": a_col, "alpha_recover": a_rec,
-                    "ratio": _ratio(a_rec, a_col)})
+        out.append(
+            {
+                "seed": e["seed"],
+                "alpha_collapse": a_col,
+                "alpha_recover": a_rec,
+                "ratio": _ratio(a_rec, a_col),
+            }
+        )
     return out
 
 
 def _ratio(a_rec: float | None, a_col: float) -> float | None:
-    """alpha of recovery / alpha of collapse; None without a recovery. A collapse first crossed at alpha = 0 (the
-    smoke driver's floor) makes any recovery infinitely far above the collapse scale: the ratio is inf."""
+    """alpha of recovery / alpha of collapse; None without a recovery. A collapse first crossed at alpha = 0
+    (the smoke driver's floor) makes any recovery infinitely far above the collapse scale: the ratio is
+    inf."""
     if a_rec is None:
         return None
     return a_rec / a_col if a_col > 0 else float("inf")
 
 
 def weight_rank_table(p, events, drivers, healthy) -> dict:
-    """Stable rank of the weight matrices (median over blocks) at initialisation, at the saved collapse and at the
-    healthy network's end, beside the last block's token srank."""
+    """Stable rank of the weight matrices (median over blocks) at initialisation, at the saved collapse and
+    at the healthy network's end, beside the last block's token srank."""
     out = {}
     for e in events:
         s = e["seed"]
@@ -219,27 +323,47 @@ def med(v) -> float:
 
 
 def predictor(grads: dict, alpha: float) -> dict:
-    """The paper's predictor per event: median over blocks of the query-key gradient right after the switch."""
+    """The paper's predictor per event: median over blocks of the query-key gradient right after the
+    switch."""
     return {s: med(g["switched"][alpha]["task_qk"]) for s, g in grads.items()}
-
-
-spearman = rp.spearman
 
 
 # -- figures ----------------------------------------------------------------------------------------
 def fig_block_grads(p, grads: dict):
-    """Figure 2: per-block gradient norms, log scale; numerically zero values drawn as open markers at the floor."""
+    """Figure 2: per-block gradient norms, log scale; numerically zero values drawn as open markers at the
+    floor."""
     import matplotlib.pyplot as plt
+
     seeds = list(grads)
     fig, axs = plt.subplots(1, len(seeds), figsize=(5.2 * len(seeds), 3.6), squeeze=False)
     for ax, s in zip(axs[0], seeds):
         g = grads[s]
         blocks = np.arange(1, len(g["collapsed"]["task_attn"]) + 1)
-        series = [("task, attn input (collapsed)", g["collapsed"]["task_attn"], g["collapsed"]["task_attn_zero"], "C0", "o-"),
-                  ("task, Q/K (collapsed)", g["collapsed"]["task_qk"], g["collapsed"]["task_qk_zero"], "C1", "s-"),
-                  ("hinge, attn input (collapsed)", g["collapsed"]["term_attn"], g["collapsed"]["term_attn_zero"], "C3", "^-"),
-                  ("task, attn input (healthy)", g["healthy"]["task_attn"], g["healthy"]["task_attn_zero"], "C2", "o--"),
-                  ("task, Q/K (healthy)", g["healthy"]["task_qk"], g["healthy"]["task_qk_zero"], "C2", "s:")]
+        series = [
+            (
+                "task, attn input (collapsed)",
+                g["collapsed"]["task_attn"],
+                g["collapsed"]["task_attn_zero"],
+                "C0",
+                "o-",
+            ),
+            ("task, Q/K (collapsed)", g["collapsed"]["task_qk"], g["collapsed"]["task_qk_zero"], "C1", "s-"),
+            (
+                "hinge, attn input (collapsed)",
+                g["collapsed"]["term_attn"],
+                g["collapsed"]["term_attn_zero"],
+                "C3",
+                "^-",
+            ),
+            (
+                "task, attn input (healthy)",
+                g["healthy"]["task_attn"],
+                g["healthy"]["task_attn_zero"],
+                "C2",
+                "o--",
+            ),
+            ("task, Q/K (healthy)", g["healthy"]["task_qk"], g["healthy"]["task_qk_zero"], "C2", "s:"),
+        ]
         pos = [v for _, vals, _, _, _ in series for v in vals if v > 0]
         floor = min(pos) / 10 if pos else 1e-12
         for lab, vals, zero, c, st in series:
@@ -249,27 +373,58 @@ def fig_block_grads(p, grads: dict):
             if z.any():
                 ax.scatter(blocks[z], v[z], s=60, facecolors="none", edgecolors="k", zorder=4)
         ax.scatter([], [], s=60, facecolors="none", edgecolors="k", label="numerically zero (float32)")
-        ax.set_yscale("log"); ax.set_xlabel("block"); ax.set_ylabel("gradient norm"); ax.set_title(f"seed {s}", fontsize=9)
+        ax.set_yscale("log")
+        ax.set_xlabel("block")
+        ax.set_ylabel("gradient norm")
+        ax.set_title(f"seed {s}", fontsize=9)
         ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 
 
 def fig_switch_qk(p, grads, after):
-    """The query-key gradient per block at the collapse, right after the switch, and after the first updates."""
+    """The query-key gradient per block at the collapse, right after the switch, and after the first
+    updates."""
     import matplotlib.pyplot as plt
+
     seeds = list(grads)
     fig, axs = plt.subplots(1, len(seeds), figsize=(5.2 * len(seeds), 3.4), squeeze=False)
     for ax, s in zip(axs[0], seeds):
         g = grads[s]
         b = np.arange(1, len(g["collapsed"]["task_qk"]) + 1)
-        ax.plot(b, np.maximum(g["collapsed"]["task_qk"], 1e-30), "k-o", ms=3, lw=1, label=f"collapsed, alpha {p.alpha_min}")
+        ax.plot(
+            b,
+            np.maximum(g["collapsed"]["task_qk"], 1e-30),
+            "k-o",
+            ms=3,
+            lw=1,
+            label=f"collapsed, alpha {p.alpha_min}",
+        )
         for i, a in enumerate(p.probe_alphas):
-            ax.plot(b, g["switched"][a]["task_qk"], "-s", color=f"C{i}", ms=3, lw=1, label=f"alpha {a}, before any update")
-            ax.plot(b, after[s][a]["task_qk"], "--^", color=f"C{i}", ms=3, lw=1, label=f"alpha {a}, after {p.after_steps} updates")
+            ax.plot(
+                b,
+                g["switched"][a]["task_qk"],
+                "-s",
+                color=f"C{i}",
+                ms=3,
+                lw=1,
+                label=f"alpha {a}, before any update",
+            )
+            ax.plot(
+                b,
+                after[s][a]["task_qk"],
+                "--^",
+                color=f"C{i}",
+                ms=3,
+                lw=1,
+                label=f"alpha {a}, after {p.after_steps} updates",
+            )
         ax.plot(b, g["healthy"]["task_qk"], ":", color="C2", lw=1.2, label="healthy")
-        ax.set_yscale("log"); ax.set_xlabel("block"); ax.set_ylabel("|grad task| on Q/K weights")
-        ax.set_title(f"seed {s}", fontsize=9); ax.legend(fontsize=6)
+        ax.set_yscale("log")
+        ax.set_xlabel("block")
+        ax.set_ylabel("|grad task| on Q/K weights")
+        ax.set_title(f"seed {s}", fontsize=9)
+        ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 
@@ -277,17 +432,32 @@ def fig_switch_qk(p, grads, after):
 def fig_hysteresis(p, events, drivers, rev):
     """Figure 3: last-block srank against alpha, down the driver's ramp and back up the reversed ramp."""
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for i, e in enumerate(events):
         h = drivers[e["seed"]]["hist"]
         k = [j for j, t in enumerate(h["m_step"]) if t >= p.ramp_start]
-        ax.plot([h["alpha"][j] for j in k], tr.rolling_median([h["srank"][j][-1] for j in k], p.recover_window),
-                "-", color=f"C{i}", lw=1, label=f"seed {e['seed']}: ramp down")
+        ax.plot(
+            [h["alpha"][j] for j in k],
+            tr.rolling_median([h["srank"][j][-1] for j in k], p.recover_window),
+            "-",
+            color=f"C{i}",
+            lw=1,
+            label=f"seed {e['seed']}: ramp down",
+        )
         r = rev[e["seed"]]["hist"]
-        ax.plot(r["alpha"], tr.rolling_median(rp.last_srank(r), p.recover_window), "--", color=f"C{i}", lw=1,
-                label=f"seed {e['seed']}: ramp back up")
+        ax.plot(
+            r["alpha"],
+            tr.rolling_median(rp.last_srank(r), p.recover_window),
+            "--",
+            color=f"C{i}",
+            lw=1,
+            label=f"seed {e['seed']}: ramp back up",
+        )
     ax.axhline(p.threshold, color="gray", lw=0.6)
-    ax.set_xscale("log"); ax.set_xlabel("alpha (skip scale)"); ax.set_ylabel("srank, last block (median)")
+    ax.set_xscale("log")
+    ax.set_xlabel("alpha (skip scale)")
+    ax.set_ylabel("srank, last block (median)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -296,17 +466,25 @@ def fig_hysteresis(p, events, drivers, rev):
 def fig_switches(p, events, hold):
     """Last-block srank after switches held at each alpha."""
     import matplotlib.pyplot as plt
+
     A = list(p.switch_alphas)
     fig, axs = plt.subplots(1, len(A), figsize=(3.3 * len(A), 2.8), sharey=True, squeeze=False)
     for ax, a in zip(axs[0], A):
         for i, e in enumerate(events):
             h = hold[e["seed"]][a]["hist"]
-            ax.plot(np.array(h["m_step"]) - e["start"], tr.rolling_median(rp.last_srank(h), p.recover_window),
-                    color=f"C{i}", lw=1, label=f"seed {e['seed']}")
+            ax.plot(
+                np.array(h["m_step"]) - e["start"],
+                tr.rolling_median(rp.last_srank(h), p.recover_window),
+                color=f"C{i}",
+                lw=1,
+                label=f"seed {e['seed']}",
+            )
             ax.axhline(e["rec_threshold"], color=f"C{i}", ls=":", lw=0.8)
         ax.axhline(p.threshold, color="gray", lw=0.6)
-        ax.set_title(f"alpha held at {a}", fontsize=9); ax.set_xlabel("steps after switch", fontsize=8)
-    axs[0, 0].set_ylabel("srank, last block (median)"); axs[0, 0].legend(fontsize=7)
+        ax.set_title(f"alpha held at {a}", fontsize=9)
+        ax.set_xlabel("steps after switch", fontsize=8)
+    axs[0, 0].set_ylabel("srank, last block (median)")
+    axs[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
@@ -316,10 +494,10 @@ CENSOR = 10  # a switch that never recovers is counted as branch_steps + CENSOR 
 
 
 def delayed_points(p, events, hold, delayed, healthy) -> list[dict]:
-    """One row per (event, delay, alpha), delay 0 being the held switch: the predictor (median over blocks of the
-    query-key gradient right after the switch, before any update), the last block's srank just before the switch,
-    steps to recovery (None: not within ``branch_steps``), final srank, and the loss gap to the healthy network at
-    the same step (None past the healthy run's end)."""
+    """One row per (event, delay, alpha), delay 0 being the held switch: the predictor (median over blocks of
+    the query-key gradient right after the switch, before any update), the last block's srank just before the
+    switch, steps to recovery (None: not within ``branch_steps``), final srank, and the loss gap to the
+    healthy network at the same step (None past the healthy run's end)."""
     rows = []
     for e in events:
         s = e["seed"]
@@ -332,13 +510,24 @@ def delayed_points(p, events, hold, delayed, healthy) -> list[dict]:
                 m = tr.load_model(state, p.alpha_min)
                 s_at = float(tr.probe_measure(m, probe, all_blocks=False)["srank"][-1])
                 q = med(gp.block_grad_norms(m, *probe, alpha=a)["task_qk"])
-                rec = trt.recovery(b["hist"], e["start"] + d, e["rec_threshold"], p.recover_window)
-                gap = (b["final_probe"]["loss"] - rp.at_step(hh, b["step"], "probe_loss")
-                       if b["step"] in hh["m_step"] else None)
-                rows.append({"seed": s, "delay": d, "alpha": a, "predictor": q, "srank_at_switch": s_at,
-                             "recovered_after": rec,
-                             "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window:]),
-                             "loss_gap": gap})
+                rec = rp.recovery(b["hist"], e["start"] + d, e["rec_threshold"], p.recover_window)
+                gap = (
+                    b["final_probe"]["loss"] - rp.at_step(hh, b["step"], "probe_loss")
+                    if b["step"] in hh["m_step"]
+                    else None
+                )
+                rows.append(
+                    {
+                        "seed": s,
+                        "delay": d,
+                        "alpha": a,
+                        "predictor": q,
+                        "srank_at_switch": s_at,
+                        "recovered_after": rec,
+                        "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window :]),
+                        "loss_gap": gap,
+                    }
+                )
     return rows
 
 
@@ -347,30 +536,43 @@ def censored(rec, branch_steps: int) -> int:
 
 
 def h5_alpha(p) -> float:
-    """The switch scale H5 is judged at: 0.3 (the paper's Figure 7) if delayed switches use it, else the largest."""
+    """The switch scale H5 is judged at: 0.3 (the paper's Figure 7) if delayed switches use it, else the
+    largest."""
     return 0.3 if 0.3 in p.delay_alphas else max(p.delay_alphas)
 
 
 def delay_effect(p, rows) -> dict:
     """Per event at :func:`h5_alpha`: steps to recovery undelayed and after the longest delay (censored at
-    branch_steps + 10 when it never recovered), and the Spearman correlation of delay and censored recovery time
-    over all points at that alpha (None with fewer than 4 points)."""
+    branch_steps + 10 when it never recovered), and the Spearman correlation of delay and censored recovery
+    time over all points at that alpha (None with fewer than 4 points)."""
     a = h5_alpha(p)
     pts = [r for r in rows if r["alpha"] == a]
     per = {}
     for r in pts:
         per.setdefault(r["seed"], {})[r["delay"]] = r["recovered_after"]
     dmax = max(p.delays)
-    ev = [{"seed": s, "t0": v[0], "tmax": v[dmax],
-           "diff": censored(v[dmax], p.branch_steps) - censored(v[0], p.branch_steps)} for s, v in per.items()]
+    ev = [
+        {
+            "seed": s,
+            "t0": v[0],
+            "tmax": v[dmax],
+            "diff": censored(v[dmax], p.branch_steps) - censored(v[0], p.branch_steps),
+        }
+        for s, v in per.items()
+    ]
     rho = spearman([r["delay"] for r in pts], [censored(r["recovered_after"], p.branch_steps) for r in pts])
-    return {"alpha": a, "events": ev, "spearman": rho, "any_recovered": any(r["recovered_after"] is not None for r in pts)}
+    return {
+        "alpha": a,
+        "events": ev,
+        "spearman": rho,
+        "any_recovered": any(r["recovered_after"] is not None for r in pts),
+    }
 
 
 def h5_verdict(eff: dict, margin: int = 20) -> str:
-    """supported: no event recovers faster (by ``margin`` steps) after the longest delay than undelayed, and more than
-    half the events recover slower by ``margin`` or not at all; refuted: more than half recover faster by ``margin``;
-    inconclusive: otherwise, or when nothing recovered at any delay."""
+    """supported: no event recovers faster (by ``margin`` steps) after the longest delay than undelayed, and
+    more than half the events recover slower by ``margin`` or not at all; refuted: more than half recover
+    faster by ``margin``; inconclusive: otherwise, or when nothing recovered at any delay."""
     ev = eff["events"]
     if not ev or not eff["any_recovered"]:
         return "inconclusive"
@@ -384,9 +586,10 @@ def h5_verdict(eff: dict, margin: int = 20) -> str:
 
 
 def fit_threshold(points: list[tuple[float, bool]]) -> float | None:
-    """The predictor's threshold as the paper registered it: recovery predicted when the predictor is at least the
-    threshold. Candidates are geometric midpoints between neighbouring predictor values; the one with the best
-    accuracy on ``points`` wins (ties: the lowest). None when the points show only one outcome (nothing to fit)."""
+    """The predictor's threshold as the paper registered it: recovery predicted when the predictor is at
+    least the threshold. Candidates are geometric midpoints between neighbouring predictor values; the one
+    with the best accuracy on ``points`` wins (ties: the lowest). None when the points show only one outcome
+    (nothing to fit)."""
     if len({o for _, o in points}) < 2:
         return None
     qs = sorted({q for q, _ in points})
@@ -400,52 +603,68 @@ def accuracy(t: float, points: list[tuple[float, bool]]) -> float:
 
 
 def split_test(rows, dev: list, test: list) -> dict:
-    """Fit the threshold on the rows of the development seeds, freeze it, and score it on the held-out seeds."""
+    """Fit the threshold on the rows of the development seeds, freeze it, and score it on the held-out
+    seeds."""
     dev_pts = [(r["predictor"], r["recovered_after"] is not None) for r in rows if r["seed"] in dev]
     test_pts = [(r["predictor"], r["recovered_after"] is not None) for r in rows if r["seed"] in test]
     t = fit_threshold(dev_pts)
-    return {"threshold": t, "dev_accuracy": accuracy(t, dev_pts) if t is not None else None,
-            "test_accuracy": accuracy(t, test_pts) if t is not None and test_pts else None,
-            "dev_points": len(dev_pts), "test_points": len(test_pts)}
+    return {
+        "threshold": t,
+        "dev_accuracy": accuracy(t, dev_pts) if t is not None else None,
+        "test_accuracy": accuracy(t, test_pts) if t is not None and test_pts else None,
+        "dev_points": len(dev_pts),
+        "test_points": len(test_pts),
+    }
 
 
 def predictor_split(p, rows) -> dict:
-    """The registered test, twice: (a) as the paper ran it, the outcome of the switch to the lowest delayed alpha;
-    (b) pooled over every delayed switch alpha (recovered within the branch or not). Each time the threshold is
-    fitted on the development events (the first half of the settled seeds, in order), frozen, and tested on the
-    held-out events. Also the Spearman correlations of the predictor with recovery (lowest alpha) and with recovery
-    time among recovered switches (at :func:`h5_alpha`)."""
+    """The registered test, twice: (a) as the paper ran it, the outcome of the switch to the lowest delayed
+    alpha; (b) pooled over every delayed switch alpha (recovered within the branch or not). Each time the
+    threshold is fitted on the development events (the first half of the settled seeds, in order), frozen,
+    and tested on the held-out events. Also the Spearman correlations of the predictor with recovery (lowest
+    alpha) and with recovery time among recovered switches (at :func:`h5_alpha`)."""
     a_lo = min(p.delay_alphas)
     seeds = sorted({r["seed"] for r in rows})
     dev = seeds[: (len(seeds) + 1) // 2]
-    test = seeds[len(dev):]
+    test = seeds[len(dev) :]
     pts = [r for r in rows if r["alpha"] == a_lo]
     outcome = [int(r["recovered_after"] is not None) for r in pts]
     rec_h = [r for r in rows if r["alpha"] == h5_alpha(p) and r["recovered_after"] is not None]
     lo = split_test(pts, dev, test)
-    return {"alpha": a_lo, "dev_seeds": dev, "test_seeds": test, **lo,
-            "pooled": split_test(rows, dev, test),
-            "spearman_recovery": spearman([r["predictor"] for r in pts], outcome) if len(set(outcome)) > 1 else None,
-            "spearman_time": spearman([r["predictor"] for r in rec_h], [r["recovered_after"] for r in rec_h])}
+    return {
+        "alpha": a_lo,
+        "dev_seeds": dev,
+        "test_seeds": test,
+        **lo,
+        "pooled": split_test(rows, dev, test),
+        "spearman_recovery": spearman([r["predictor"] for r in pts], outcome)
+        if len(set(outcome)) > 1
+        else None,
+        "spearman_time": spearman([r["predictor"] for r in rec_h], [r["recovered_after"] for r in rec_h]),
+    }
 
 
 def trace_summary(p, trace: dict, drivers: dict) -> dict:
-    """Per traced driver: does the in-memory repeat match the cached driver's token srank history exactly; and from
-    the ramp's start to the driver's end, the ratio of the token srank and of each weight kind's stable rank."""
+    """Per traced driver: does the in-memory repeat match the cached driver's token srank history exactly;
+    and from the ramp's start to the driver's end, the ratio of the token srank and of each weight kind's
+    stable rank."""
     out = {}
     for s, t in trace.items():
         i0 = t["step"].index(max(x for x in t["step"] if x <= p.ramp_start))
         kinds = ("query", "key", "value", "mlp_in", "mlp_out")
-        out[s] = {"matches_driver": t["srank_history"] == rp.last_srank(drivers[s]["hist"]),
-                  "token_ratio": t["token_srank"][-1] / t["token_srank"][i0],
-                  "weight_ratio": {k: t[k][-1] / t[k][i0] for k in kinds}}
+        out[s] = {
+            "matches_driver": t["srank_history"] == rp.last_srank(drivers[s]["hist"]),
+            "token_ratio": t["token_srank"][-1] / t["token_srank"][i0],
+            "weight_ratio": {k: t[k][-1] / t[k][i0] for k in kinds},
+        }
     return out
 
 
 def fig_delays(p, rows):
-    """Figure 7: steps to recovery after the switch against the further collapsed steps before it; crosses at the
-    top: no recovery within the branch."""
+    """Figure 7: steps to recovery after the switch against the further collapsed steps before it; crosses at
+    the top: no recovery within the branch."""
     import matplotlib.pyplot as plt
+
     A = list(p.delay_alphas)
     seeds = sorted({r["seed"] for r in rows})
     fig, axs = plt.subplots(1, len(A), figsize=(3.8 * len(A), 3.0), sharey=True, squeeze=False)
@@ -467,18 +686,23 @@ def fig_delays(p, rows):
         ax.set_xlabel(f"further steps at alpha = {p.alpha_min} before the switch", fontsize=8)
     axs[0, 0].set_ylabel("steps to recovery")
     from matplotlib.lines import Line2D
-    axs[0, 0].legend([Line2D([], [], color=f"C{i}", marker="o", lw=0.8) for i in range(len(seeds))],
-                     [f"seed {s}" for s in seeds], fontsize=7)
+
+    axs[0, 0].legend(
+        [Line2D([], [], color=f"C{i}", marker="o", lw=0.8) for i in range(len(seeds))],
+        [f"seed {s}" for s in seeds],
+        fontsize=7,
+    )
     fig.tight_layout()
     return fig
 
 
 def fig_predictor(p, rows, split):
-    """Figure 8: outcome of every switch against the predictor, one colour per switch alpha (filled: development
-    seeds, open: held-out seeds; dashed: the threshold fitted at the lowest alpha, dash-dotted: pooled over alphas),
-    and steps to recovery against the predictor at the H5 alpha."""
+    """Figure 8: outcome of every switch against the predictor, one colour per switch alpha (filled:
+    development seeds, open: held-out seeds; dashed: the threshold fitted at the lowest alpha, dash-dotted:
+    pooled over alphas), and steps to recovery against the predictor at the H5 alpha."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+
     fig, axs = plt.subplots(1, 2, figsize=(9.5, 3.2))
     A = sorted({r["alpha"] for r in rows})
     for r in rows:
@@ -490,28 +714,39 @@ def fig_predictor(p, rows, split):
     labels = [f"switch to {a:g}" for a in A]
     if split["threshold"] is not None:
         axs[0].axvline(split["threshold"], color="k", ls="--", lw=0.8)
-        handles.append(Line2D([], [], color="k", ls="--", lw=0.8)); labels.append(f"threshold at {split['alpha']:g}")
+        handles.append(Line2D([], [], color="k", ls="--", lw=0.8))
+        labels.append(f"threshold at {split['alpha']:g}")
     if split["pooled"]["threshold"] is not None:
         axs[0].axvline(split["pooled"]["threshold"], color="k", ls="-.", lw=0.8)
-        handles.append(Line2D([], [], color="k", ls="-.", lw=0.8)); labels.append("threshold, pooled")
+        handles.append(Line2D([], [], color="k", ls="-.", lw=0.8))
+        labels.append("threshold, pooled")
     axs[0].legend(handles, labels, fontsize=7)
-    axs[0].set_yticks([0, 1], ["not recovered", "recovered"]); axs[0].set_ylim(-0.5, 1.5)
-    axs[0].set_xscale("log"); axs[0].set_xlabel("predictor: median Q/K gradient right after the switch")
+    axs[0].set_yticks([0, 1], ["not recovered", "recovered"])
+    axs[0].set_ylim(-0.5, 1.5)
+    axs[0].set_xscale("log")
+    axs[0].set_xlabel("predictor: median Q/K gradient right after the switch")
     a_h = h5_alpha(p)
     for r in (r for r in rows if r["alpha"] == a_h):
         t = censored(r["recovered_after"], p.branch_steps)
-        axs[1].scatter([r["predictor"]], [t], marker="o" if r["recovered_after"] is not None else "x",
-                       color=f"C{A.index(a_h)}", s=30)
-    axs[1].set_xscale("log"); axs[1].set_xlabel(f"predictor after the switch to {a_h:g}")
+        axs[1].scatter(
+            [r["predictor"]],
+            [t],
+            marker="o" if r["recovered_after"] is not None else "x",
+            color=f"C{A.index(a_h)}",
+            s=30,
+        )
+    axs[1].set_xscale("log")
+    axs[1].set_xlabel(f"predictor after the switch to {a_h:g}")
     axs[1].set_ylabel("steps to recovery (x: none)")
     fig.tight_layout()
     return fig
 
 
 def fig_weight_trace(p, trace: dict):
-    """Through each driver: the last block's token srank (top) and the weights' stable rank per kind (median over
-    blocks; bottom), against the step; the shaded band is the alpha ramp."""
+    """Through each driver: the last block's token srank (top) and the weights' stable rank per kind (median
+    over blocks; bottom), against the step; the shaded band is the alpha ramp."""
     import matplotlib.pyplot as plt
+
     seeds = list(trace)
     fig, axs = plt.subplots(2, len(seeds), figsize=(4.6 * len(seeds), 4.6), sharex=True, squeeze=False)
     for j, s in enumerate(seeds):

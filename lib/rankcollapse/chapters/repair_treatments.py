@@ -1,8 +1,9 @@
 """Chapter `repair-treatments`: every loss term from each saved collapse (Figure 1, Table 2, Figure 6 left).
 
-The saved collapses come from :func:`rankcollapse.repair.main_runs` (train-or-load by content key, the same
+The saved collapses come from :func:`rankcollapse.lm.runs.main_runs` (train-or-load by content key, the same
 call ``repair-driver`` makes), never from another chapter's output folder.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,86 +12,61 @@ import statistics
 import numpy as np
 import torch
 
-from .. import repair as rp
-from .. import train as tr
-from ..params import Param, Schema
+from ..book.params import Param, Schema
+from ..lm import runs as rp
+from ..lm import training as tr
+from . import common
 
-TREATMENTS = ("penalty-1x", "penalty-4x", "hinge-1x", "hinge-4x", "cosine-1x", "untreated", "reversed-ramp")
-LOSS_TERMS = ("penalty-1x", "penalty-4x", "hinge-1x", "hinge-4x", "cosine-1x")
 # the paper's Table 2 (median, range low, range high, clip fraction) and its outcome: 0/8 recovered for terms
-PAPER_TABLE2 = {"penalty-1x": (0.0032, 0.0027, 0.0043, 0.22), "hinge-1x": (0.0887, 0.0550, 0.1630, 0.44),
-                "penalty-4x": (0.0130, 0.0111, 0.0170, 0.21), "hinge-4x": (0.3071, 0.1942, 0.6194, 0.60),
-                "cosine-1x": (0.0618, 0.0380, 0.0881, 0.40)}
+PAPER_TABLE2 = {
+    "penalty-1x": (0.0032, 0.0027, 0.0043, 0.22),
+    "hinge-1x": (0.0887, 0.0550, 0.1630, 0.44),
+    "penalty-4x": (0.0130, 0.0111, 0.0170, 0.21),
+    "hinge-4x": (0.3071, 0.1942, 0.6194, 0.60),
+    "cosine-1x": (0.0618, 0.0380, 0.0881, 0.40),
+}
 
-SCHEMA = Schema("repair-treatments", rp.DRIVER_PARAMS + [
-    Param("treatments", "str_list", "treatment branches started from each saved collapse", list(TREATMENTS),
-          choices=TREATMENTS),
-    Param("added_loss", "float", "Lambda: nats the 1x term adds when switched on (4x adds 4 Lambda)", 0.1,
-          low=1e-6, high=10.0),
-    Param("recover_frac", "float", "recovered when the 50-step median srank climbs this fraction of the way "
-          "from the collapse threshold to the healthy srank", 0.5, low=0.0, high=1.0),
-    Param("recover_window", "int", "measurements (10 steps each) in the recovery median", 5, low=1, high=1000),
-    Param("synth_deltas", "float_list", "delta values of the synthetic X = a v^T + delta E",
-          {"smoke": [1.0, 1e-1, 1e-2, 1e-3, 1e-4], "full": [1.0, 3e-1, 1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4],
-           "paper": [1.0, 3e-1, 1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4]}, low=1e-12, high=100.0),
-])
-
-
-def branch_spec(p, seed: int, start: int, treatment: str, betas: dict, s0: float) -> tr.RunSpec:
-    base = rp.run_spec(p, seed)
-    if treatment == "reversed-ramp":
-        knots = ((start, p.alpha_min), (start + (p.ramp_end - p.ramp_start), 1.0))
-        return tr.RunSpec(**{**base.__dict__, "alpha_knots": knots})
-    knots = ((start, p.alpha_min),)
-    term = None
-    if treatment in LOSS_TERMS:
-        kind, mult = treatment.split("-")
-        term = tr.Term(kind, betas[kind] * float(mult[:-1]), s0 if kind == "hinge" else 0.0)
-    return tr.RunSpec(**{**base.__dict__, "alpha_knots": knots, "term": term})
-
-
-def prepare_events(p, drivers: dict, healthy: dict) -> list[dict]:
-    """For every seed whose driver settled: the switch step, the healthy srank and Q there (s0), the recovery
-    threshold, and beta of each term calibrated to add Lambda at the saved state."""
-    ev = []
-    for s in p.seeds:
-        d = drivers[s]
-        if d["collapse"] is None:
-            continue
-        t = d["det"]["settled"]
-        hs = rp.median_around(healthy[s]["hist"], t)
-        s0 = rp.q_of(hs)
-        betas, raws = {}, {}
-        for kind in tr.TERMS:
-            betas[kind], raws[kind] = tr.calibrate(d["collapse"], kind, p.added_loss, p.alpha_min, s, s0)
-        ev.append({"seed": s, "start": t, "collapse": d["collapse"], "healthy_srank": hs, "s0": s0,
-                   "rec_threshold": p.threshold + p.recover_frac * (hs - p.threshold),
-                   "betas": betas, "raws": raws})
-    return ev
+SCHEMA = Schema(
+    "repair-treatments",
+    common.DRIVER_PARAMS
+    + [
+        Param(
+            "treatments",
+            "str_list",
+            "treatment branches started from each saved collapse",
+            list(rp.TREATMENTS),
+            choices=rp.TREATMENTS,
+        ),
+        *common.RECOVERY_PARAMS,
+        Param(
+            "synth_deltas",
+            "float_list",
+            "delta values of the synthetic X, a v^T + delta E",
+            {
+                "smoke": [1.0, 1e-1, 1e-2, 1e-3, 1e-4],
+                "full": [1.0, 3e-1, 1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4],
+                "paper": [1.0, 3e-1, 1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4],
+            },
+            low=1e-12,
+            high=100.0,
+        ),
+    ],
+)
 
 
 def run_branches(p, events: list[dict], log=print) -> dict:
     jobs, labels, tags = [], [], []
     for e in events:
         for tname in p.treatments:
-            spec = branch_spec(p, e["seed"], e["start"], tname, e["betas"], e["s0"])
+            spec = rp.branch_spec(p, e["seed"], e["start"], tname, e["betas"], e["s0"])
             jobs.append(("branch", {"parent": e["collapse"], "spec": spec, "steps": p.branch_steps}))
-            labels.append(f"seed {e['seed']} {tname}"); tags.append((e["seed"], tname))
+            labels.append(f"seed {e['seed']} {tname}")
+            tags.append((e["seed"], tname))
     out = rp.run_jobs(jobs, p.workers, log, labels)
     res = {}
     for (s, tname), o in zip(tags, out):
         res.setdefault(s, {})[tname] = o
     return res
-
-
-def recovery(hist: dict, start: int, threshold: float, k: int) -> int | None:
-    """Steps after the switch until the ``k``-measurement median of the last block's srank reaches the
-    threshold (None: never within the branch)."""
-    med = tr.rolling_median(rp.last_srank(hist), k)
-    for t, m in zip(hist["m_step"], med):
-        if m >= threshold:
-            return t - start
-    return None
 
 
 def summarise(p, events: list[dict], branches: dict, healthy: dict) -> dict:
@@ -104,21 +80,29 @@ def summarise(p, events: list[dict], branches: dict, healthy: dict) -> dict:
             h = b["hist"]
             end = b["step"]
             gap = b["final_probe"]["loss"] - rp.at_step(healthy[e["seed"]]["hist"], end, "probe_loss")
-            rows.append({"seed": e["seed"], "recovered_after": recovery(h, e["start"], e["rec_threshold"],
-                                                                         p.recover_window),
-                         "rho": statistics.median(h["rho"]) if h["rho"] else None,
-                         "clip_fraction": float(np.mean(h["clipped"])),
-                         "added_loss": float(np.mean(h["term"][:10])),
-                         "final_srank": statistics.median(rp.last_srank(h)[-p.recover_window:]),
-                         "loss_gap": gap})
+            rows.append(
+                {
+                    "seed": e["seed"],
+                    "recovered_after": rp.recovery(h, e["start"], e["rec_threshold"], p.recover_window),
+                    "rho": statistics.median(h["rho"]) if h["rho"] else None,
+                    "clip_fraction": float(np.mean(h["clipped"])),
+                    "added_loss": float(np.mean(h["term"][:10])),
+                    "final_srank": statistics.median(rp.last_srank(h)[-p.recover_window :]),
+                    "loss_gap": gap,
+                }
+            )
         rhos = [r["rho"] for r in rows if r["rho"] is not None]
-        out[tname] = {"rows": rows, "recovered": sum(r["recovered_after"] is not None for r in rows),
-                      "events": len(rows),
-                      "rho_median": statistics.median(rhos) if rhos else None,
-                      "rho_low": min(rhos) if rhos else None, "rho_high": max(rhos) if rhos else None,
-                      "clip_fraction": float(np.mean([r["clip_fraction"] for r in rows])),
-                      "added_loss": float(np.mean([r["added_loss"] for r in rows])),
-                      "loss_gap": float(np.median([r["loss_gap"] for r in rows]))}
+        out[tname] = {
+            "rows": rows,
+            "recovered": sum(r["recovered_after"] is not None for r in rows),
+            "events": len(rows),
+            "rho_median": statistics.median(rhos) if rhos else None,
+            "rho_low": min(rhos) if rhos else None,
+            "rho_high": max(rhos) if rhos else None,
+            "clip_fraction": float(np.mean([r["clip_fraction"] for r in rows])),
+            "added_loss": float(np.mean([r["added_loss"] for r in rows])),
+            "loss_gap": float(np.median([r["loss_gap"] for r in rows])),
+        }
     return out
 
 
@@ -129,10 +113,15 @@ def synthetic_force(n: int, d: int, deltas, seed: int, s0: float = math.sqrt(2.0
     ``a`` has zero mean over tokens and unit norm, ``v`` is a unit vector, ``E`` is Gaussian, centred over
     tokens, orthogonal to ``v`` and of unit Frobenius norm, so that ``Q(X) = delta`` up to the cross term."""
     g = torch.Generator().manual_seed(seed)
-    a = torch.randn(n, 1, generator=g, dtype=torch.float64); a -= a.mean(); a /= a.norm()
-    v = torch.randn(1, d, generator=g, dtype=torch.float64); v /= v.norm()
+    a = torch.randn(n, 1, generator=g, dtype=torch.float64)
+    a -= a.mean()
+    a /= a.norm()
+    v = torch.randn(1, d, generator=g, dtype=torch.float64)
+    v /= v.norm()
     E = torch.randn(n, d, generator=g, dtype=torch.float64)
-    E -= E.mean(0, keepdim=True); E -= (E @ v.T) @ v; E /= E.norm()
+    E -= E.mean(0, keepdim=True)
+    E -= (E @ v.T) @ v
+    E /= E.norm()
     out = {"delta": list(deltas)}
     for kind in tr.TERMS:
         norms, qs = [], []
@@ -156,59 +145,89 @@ def loglog_slope(x, y) -> float:
 def _plain_log(ax) -> None:
     """Log y-axis with plain tick labels (srank lives between 1 and a few)."""
     from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+
     ax.yaxis.set_major_locator(FixedLocator([1, 1.25, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32]))
-    ax.yaxis.set_major_formatter(ScalarFormatter()); ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def fig_after_switch(p, events, branches):
     """Figure 1: 50-step median srank of the last block after the switch, one panel per treatment."""
     import matplotlib.pyplot as plt
+
     T = list(p.treatments)
-    cols = min(4, len(T)); rows = math.ceil(len(T) / cols)
+    cols = min(4, len(T))
+    rows = math.ceil(len(T) / cols)
     fig, axs = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.7 * rows), sharey=True, squeeze=False)
     for ax, tname in zip(axs.flat, T):
         for i, e in enumerate(events):
             h = branches[e["seed"]][tname]["hist"]
             x = np.array(h["m_step"]) - e["start"]
-            ax.plot(x, tr.rolling_median(rp.last_srank(h), p.recover_window), lw=1, color=f"C{i}",
-                    label=f"seed {e['seed']}")
+            ax.plot(
+                x,
+                tr.rolling_median(rp.last_srank(h), p.recover_window),
+                lw=1,
+                color=f"C{i}",
+                label=f"seed {e['seed']}",
+            )
             ax.axhline(e["rec_threshold"], color=f"C{i}", ls=":", lw=0.8)
         ax.axhline(p.threshold, color="gray", lw=0.6)
-        ax.set_title(tname, fontsize=9); ax.set_yscale("log"); _plain_log(ax); ax.set_xlabel("steps after switch", fontsize=8)
-    for ax in axs.flat[len(T):]:
+        ax.set_title(tname, fontsize=9)
+        ax.set_yscale("log")
+        _plain_log(ax)
+        ax.set_xlabel("steps after switch", fontsize=8)
+    for ax in axs.flat[len(T) :]:
         ax.axis("off")
-    axs[0, 0].set_ylabel("srank, last block (median)"); axs[0, 0].legend(fontsize=7)
+    axs[0, 0].set_ylabel("srank, last block (median)")
+    axs[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
 def fig_rho(p, summary):
-    """Table 2 as a figure: rho per treatment (events as points, median as a bar) beside the paper's medians."""
+    """Table 2 as a figure: rho per treatment (events as points, median as a bar) beside the paper's
+    medians."""
     import matplotlib.pyplot as plt
-    T = [t for t in LOSS_TERMS if t in summary]
+
+    T = [t for t in rp.LOSS_TERMS if t in summary]
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for i, t in enumerate(T):
         r = [x["rho"] for x in summary[t]["rows"]]
         ax.scatter([i] * len(r), r, color="C0", s=14, zorder=3)
-        ax.hlines(summary[t]["rho_median"], i - 0.3, i + 0.3, color="C0", label="this book" if i == 0 else None)
-        ax.hlines(PAPER_TABLE2[t][0], i - 0.3, i + 0.3, color="C3", ls="--", label="paper median" if i == 0 else None)
-    ax.set_xticks(range(len(T))); ax.set_xticklabels(T, fontsize=8); ax.set_yscale("log")
-    ax.set_ylabel("rho = |grad added| / |grad task|"); ax.legend(fontsize=8)
+        ax.hlines(
+            summary[t]["rho_median"], i - 0.3, i + 0.3, color="C0", label="this book" if i == 0 else None
+        )
+        ax.hlines(
+            PAPER_TABLE2[t][0],
+            i - 0.3,
+            i + 0.3,
+            color="C3",
+            ls="--",
+            label="paper median" if i == 0 else None,
+        )
+    ax.set_xticks(range(len(T)))
+    ax.set_xticklabels(T, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("rho = |grad added| / |grad task|")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def fig_synthetic(force: dict):
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for kind in tr.TERMS:
         ax.loglog(force["delta"], force[kind], "o-", label=kind)
-    ax.set_xlabel("delta (distance from rank one)"); ax.set_ylabel("|d term / dX| (beta = 1)")
+    ax.set_xlabel("delta (distance from rank one)")
+    ax.set_ylabel("|d term / dX| (beta = 1)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def validate(p) -> None:
-    """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter again)."""
-    rp.validate_driver(p)
+    """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
+    again)."""
+    common.validate_driver(p)

@@ -1,8 +1,9 @@
 """Chapter `skip`: Claim 3.1, the path that skips everything, and the open lower-bound problem.
 
 Experiments (each returns plain data) and figures (each returns a matplotlib
-figure) for ``chapters/skip.md``. The search machinery is in :mod:`rankcollapse.adversary`.
+figure) for ``chapters/skip.md``. The search machinery is in :mod:`rankcollapse.core.adversary`.
 """
+
 from __future__ import annotations
 
 import math
@@ -10,63 +11,189 @@ import math
 import numpy as np
 import torch
 
-from .. import adversary as A
-from ..collapse_tools import float_floor, floor_index, trajectory
-from ..metrics import norm_1inf, res
-from ..params import Param, ParameterError, Schema
-from ..san import SAN, SANConfig, random_tokens
+from ..book.params import Param, ParameterError, Schema
+from ..core import adversary as A
+from ..core.metrics import norm_1inf, res
+from ..core.san import SAN, SANConfig, random_tokens
+from ..core.trajectory import float_floor, floor_index, trajectory
 
-SCHEMA = Schema("skip", [
-    Param("n_tokens", "int", "tokens n of the constructions and the curves", {"smoke": 16, "full": 32, "paper": 128},
-          low=2, high=4096),
-    Param("d_model", "int", "width d of the constructions and the curves", {"smoke": 32, "full": 64, "paper": 768},
-          low=2, high=8192),
-    Param("heads", "int", "heads H of the constructions and the curves", {"smoke": 2, "full": 4, "paper": 12},
-          low=1, high=128),
-    Param("construct_depths", "int_list", "depths at which the constructions are checked",
-          {"smoke": [1, 4, 16, 64], "full": [1, 4, 16, 64, 256], "paper": [1, 12, 64, 256]}, low=1, high=4096),
-    Param("construct_betas", "float_list", "beta of the non-trivial family (every head on beta_h = beta)",
-          [1e-6, 1e-3, 1.0, 1e3], low=0.0, high=1e9),
-    Param("subspace_dim", "int", "dimension k of the subspace holding the inputs' residual in the family",
-          {"smoke": 4, "full": 8, "paper": 64}, low=1, high=8192),
-    Param("curve_layers", "int", "depth of the SAN vs SAN+skip curves", {"smoke": 24, "full": 24, "paper": 12},
-          low=1, high=256),
-    Param("curve_scales", "float_list", "weight scales of the curves",
-          {"smoke": [0.5, 1.0, 2.0, 4.0], "full": [0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0]}, low=1e-6,
-          high=100.0),
-    Param("curve_seeds", "int", "random networks per scale", {"smoke": 2, "full": 4, "paper": 3}, low=1, high=1000),
-    Param("floor_mult", "float", "curves stop at floor_mult float64 machine epsilons", 100.0, low=1.0, high=1e6),
-    Param("search_tokens", "int", "tokens of the lower-bound search", {"smoke": 8, "full": 8, "paper": 16},
-          low=2, high=4096),
-    Param("search_d", "int", "width of the lower-bound search", {"smoke": 8, "full": 8, "paper": 16}, low=2, high=8192),
-    Param("search_heads", "int", "heads of the lower-bound search (d_qk = d_v = d // H)",
-          {"smoke": 1, "full": 1, "paper": 2}, low=1, high=128),
-    Param("search_depths", "int_list", "depths of the lower-bound search",
-          {"smoke": [1, 2, 4], "full": [1, 2, 4, 8], "paper": [1, 2, 4, 8, 12]}, low=1, high=96),
-    Param("search_betas", "float_list", "beta constraints of the lower-bound search",
-          {"smoke": [0.1, 1.0, 10.0], "full": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
-           "paper": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]}, low=1e-9, high=1e6),
-    Param("search_random", "int", "random parameterisations per (depth, beta)", {"smoke": 32, "full": 128,
-                                                                                 "paper": 1024}, low=1, high=100000),
-    Param("search_steps", "int", "gradient steps per adversarial start", {"smoke": 80, "full": 300, "paper": 500},
-          low=0, high=100000),
-    Param("search_starts", "int", "adversarial starts: the best structured, the best random, then random draws",
-          {"smoke": 2, "full": 4, "paper": 6}, low=1, high=1000),
-    Param("search_lr", "float", "Adam learning rate of the adversarial search (on scale-free weights)", 0.005,
-          low=1e-6, high=1.0),
-])
+SCHEMA = Schema(
+    "skip",
+    [
+        Param(
+            "n_tokens",
+            "int",
+            "tokens n of the constructions and the curves",
+            {"smoke": 16, "full": 32, "paper": 128},
+            low=2,
+            high=4096,
+        ),
+        Param(
+            "d_model",
+            "int",
+            "width d of the constructions and the curves",
+            {"smoke": 32, "full": 64, "paper": 768},
+            low=2,
+            high=8192,
+        ),
+        Param(
+            "heads",
+            "int",
+            "heads H of the constructions and the curves",
+            {"smoke": 2, "full": 4, "paper": 12},
+            low=1,
+            high=128,
+        ),
+        Param(
+            "construct_depths",
+            "int_list",
+            "depths at which the constructions are checked",
+            {"smoke": [1, 4, 16, 64], "full": [1, 4, 16, 64, 256], "paper": [1, 12, 64, 256]},
+            low=1,
+            high=4096,
+        ),
+        Param(
+            "construct_betas",
+            "float_list",
+            "beta of the non-trivial family (every head's beta_h equal to it)",
+            [1e-6, 1e-3, 1.0, 1e3],
+            low=0.0,
+            high=1e9,
+        ),
+        Param(
+            "subspace_dim",
+            "int",
+            "dimension k of the subspace holding the inputs' residual in the family",
+            {"smoke": 4, "full": 8, "paper": 64},
+            low=1,
+            high=8192,
+        ),
+        Param(
+            "curve_layers",
+            "int",
+            "depth of the SAN vs SAN+skip curves",
+            {"smoke": 24, "full": 24, "paper": 12},
+            low=1,
+            high=256,
+        ),
+        Param(
+            "curve_scales",
+            "float_list",
+            "weight scales of the curves",
+            {"smoke": [0.5, 1.0, 2.0, 4.0], "full": [0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0]},
+            low=1e-6,
+            high=100.0,
+        ),
+        Param(
+            "curve_seeds",
+            "int",
+            "random networks per scale",
+            {"smoke": 2, "full": 4, "paper": 3},
+            low=1,
+            high=1000,
+        ),
+        Param(
+            "floor_mult",
+            "float",
+            "curves stop at floor_mult float64 machine epsilons",
+            100.0,
+            low=1.0,
+            high=1e6,
+        ),
+        Param(
+            "search_tokens",
+            "int",
+            "tokens of the lower-bound search",
+            {"smoke": 8, "full": 8, "paper": 16},
+            low=2,
+            high=4096,
+        ),
+        Param(
+            "search_d",
+            "int",
+            "width of the lower-bound search",
+            {"smoke": 8, "full": 8, "paper": 16},
+            low=2,
+            high=8192,
+        ),
+        Param(
+            "search_heads",
+            "int",
+            "heads of the lower-bound search (d_qk and d_v are d // H)",
+            {"smoke": 1, "full": 1, "paper": 2},
+            low=1,
+            high=128,
+        ),
+        Param(
+            "search_depths",
+            "int_list",
+            "depths of the lower-bound search",
+            {"smoke": [1, 2, 4], "full": [1, 2, 4, 8], "paper": [1, 2, 4, 8, 12]},
+            low=1,
+            high=96,
+        ),
+        Param(
+            "search_betas",
+            "float_list",
+            "beta constraints of the lower-bound search",
+            {
+                "smoke": [0.1, 1.0, 10.0],
+                "full": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+                "paper": [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0],
+            },
+            low=1e-9,
+            high=1e6,
+        ),
+        Param(
+            "search_random",
+            "int",
+            "random parameterisations per (depth, beta)",
+            {"smoke": 32, "full": 128, "paper": 1024},
+            low=1,
+            high=100000,
+        ),
+        Param(
+            "search_steps",
+            "int",
+            "gradient steps per adversarial start",
+            {"smoke": 80, "full": 300, "paper": 500},
+            low=0,
+            high=100000,
+        ),
+        Param(
+            "search_starts",
+            "int",
+            "adversarial starts: the best structured, the best random, then random draws",
+            {"smoke": 2, "full": 4, "paper": 6},
+            low=1,
+            high=1000,
+        ),
+        Param(
+            "search_lr",
+            "float",
+            "Adam learning rate of the adversarial search (on scale-free weights)",
+            0.005,
+            low=1e-6,
+            high=1.0,
+        ),
+    ],
+)
 
 
 COLLAPSE_TOL = 1e-6  # r(X_L) at or below this counts as collapsed in (b): ten orders above float64 round-off
 
-C2_RULE = ("supported if every construction (zero values, uniform attention, residual-orthogonal family) keeps "
-           "||res(X_L)||/||res(X)|| = 1 up to its round-off scale at every depth and beta that stays in float range, "
-           "AND at random initialisation no SAN+skip network ends with relative r(X_L) <= 1e-6 while most pure SANs "
-           "do; refuted if a construction fails or skip networks collapse at least as often as pure SANs; "
-           "inconclusive otherwise (e.g. some skip networks collapse in the relative residual)")
-Q1_RULE = ("an open problem cannot be settled by search: the smallest ratio found is achievable, so it bounds any "
-           "valid lower bound from above but proves none; the verdict is 'inconclusive' by construction, with the "
-           "frontier (smallest ratio found per depth and beta) as the evidence")
+C2_RULE = (
+    "supported if every construction (zero values, uniform attention, residual-orthogonal family) keeps "
+    "||res(X_L)||/||res(X)|| = 1 up to its round-off scale at every depth and beta that stays in float "
+    "range, AND at random initialisation no SAN+skip network ends with relative r(X_L) <= 1e-6 while most "
+    "pure SANs do; refuted if a construction fails or skip networks collapse at least as often as pure "
+    "SANs; inconclusive otherwise (e.g. some skip networks collapse in the relative residual)"
+)
+Q1_RULE = (
+    "an open problem cannot be settled by search: the smallest ratio found is achievable, so it bounds any "
+    "valid lower bound from above but proves none; the verdict is 'inconclusive' by construction, with the "
+    "frontier (smallest ratio found per depth and beta) as the evidence"
+)
 
 
 def c2_verdict(exact_all: bool, san_collapsed: int, skip_collapsed: int, n_each: int) -> str:
@@ -79,15 +206,22 @@ def c2_verdict(exact_all: bool, san_collapsed: int, skip_collapsed: int, n_each:
 
 def c2_text(verdict: str, skip_collapsed: int, n_each: int) -> str:
     """The sentence that explains the C2 verdict in the chapter's closing list."""
-    limit = ("Part (c) shows the limit of the claim: with a large enough β a network with skips can still be "
-             "driven to a small fraction of its input's residual.")
+    limit = (
+        "Part (c) shows the limit of the claim: with a large enough β a network with skips can still be "
+        "driven to a small fraction of its input's residual."
+    )
     if verdict == "supported":
-        return ("In the sense the paper proves (residual-preserving parameterisations exist at every depth and β) "
-                "and at random initialisation, where no skip network lost its relative residual. " + limit)
+        return (
+            "In the sense the paper proves (residual-preserving parameterisations exist at every depth and "
+            "β) and at random initialisation, where no skip network lost its relative residual. " + limit
+        )
     if verdict == "inconclusive":
-        return (f"The constructions hold exactly, but at random initialisation {skip_collapsed} of {n_each} skip "
-                "networks still drove the *relative* residual below the collapse threshold: the token mean outgrew "
-                "the residual (compare the absolute residual in the bottom row of the curves figure). " + limit)
+        return (
+            f"The constructions hold exactly, but at random initialisation {skip_collapsed} of {n_each} "
+            "skip networks still drove the *relative* residual below the collapse threshold: the token mean "
+            "outgrew the residual (compare the absolute residual in the bottom row of the curves figure). "
+            + limit
+        )
     return "A construction failed, or skip networks collapsed as often as pure SANs; see the evidence."
 
 
@@ -95,8 +229,10 @@ def check(p) -> None:
     if p.d_model // p.heads < 1 or p.search_d // p.search_heads < 1:
         raise ParameterError("parameters 'heads'/'search_heads' must not exceed 'd_model'/'search_d'")
     if p.subspace_dim >= p.d_model:
-        raise ParameterError(f"parameter 'subspace_dim' = {p.subspace_dim} is not allowed: it must be below "
-                             f"d_model = {p.d_model} (the values must have a complement to live in)")
+        raise ParameterError(
+            f"parameter 'subspace_dim' = {p.subspace_dim} is not allowed: it must be below "
+            f"d_model = {p.d_model} (the values must have a complement to live in)"
+        )
 
 
 def ratio(san: SAN, X) -> float:
@@ -111,7 +247,8 @@ LOST_DIGITS = 1e-4  # a case whose round-off scale exceeds this has too few digi
 def preservation(san: SAN, X) -> dict:
     """The residual ratio, and the round-off scale it can be checked to: subtracting a token mean of size
     ``||X_L||`` from every token costs about ``eps * ||X_L|| / ||res(X)||`` in the ratio. ``exact`` when
-    ``|ratio - 1| <= 100 * (eps + that scale)``; ``overflow`` when the forward pass leaves the float range."""
+    ``|ratio - 1| <= 100 * (eps + that scale)``; ``overflow`` when the forward pass leaves the float
+    range."""
     with torch.no_grad():
         hs, _ = san.forward(X)
         num, den = float(norm_1inf(res(hs[-1]))), float(norm_1inf(res(X)))
@@ -119,10 +256,15 @@ def preservation(san: SAN, X) -> dict:
     r = num / den
     ok = math.isfinite(r) and math.isfinite(scale)
     lost = ok and scale > LOST_DIGITS
-    return {"ratio": r if ok else None, "roundoff": scale if ok else None, "overflow": not ok,
-            "precision_lost": lost, "checkable": ok and not lost,
-            "dev_in_roundoff": abs(r - 1) / (EPS64 + scale) if ok else None,
-            "exact": ok and abs(r - 1) <= 100 * (EPS64 + scale)}
+    return {
+        "ratio": r if ok else None,
+        "roundoff": scale if ok else None,
+        "overflow": not ok,
+        "precision_lost": lost,
+        "checkable": ok and not lost,
+        "dev_in_roundoff": abs(r - 1) / (EPS64 + scale) if ok else None,
+        "exact": ok and abs(r - 1) <= 100 * (EPS64 + scale),
+    }
 
 
 # -- (a) constructions -----------------------------------------------------------------------
@@ -141,7 +283,8 @@ def uniform_attention_san(cfg: SANConfig, seed: int) -> SAN:
 
 
 def subspace_tokens(n: int, d: int, k: int, seed: int):
-    """Tokens ``1 x^T + R`` with a random mean ``x`` and residual rows ``R`` in the first ``k`` coordinates."""
+    """Tokens ``1 x^T + R`` with a random mean ``x`` and residual rows ``R`` in the first ``k``
+    coordinates."""
     g = torch.Generator().manual_seed(int(seed))
     X = torch.randn(n, d, generator=g, dtype=torch.float64)
     R = res(X)
@@ -150,11 +293,12 @@ def subspace_tokens(n: int, d: int, k: int, seed: int):
 
 
 def orthogonal_value_san(cfg: SANConfig, k: int, beta: float, seed: int) -> SAN:
-    """The non-trivial family: random queries, keys, outputs, bias; values ``W_V = (I - Pi_k) G`` that annihilate
-    the residual subspace (first ``k`` coordinates); every head scaled onto ``beta_h = beta``.
+    """The non-trivial family: random queries, keys, outputs, bias; values ``W_V = (I - Pi_k) G`` that
+    annihilate the residual subspace (first ``k`` coordinates); every head scaled onto ``beta_h = beta``.
 
-    On inputs from :func:`subspace_tokens` the attention is arbitrary and not uniform, the values are not zero,
-    yet every layer adds ``P (1 x^T) W_h = 1 (x^T W_h)``: ``res`` is preserved exactly at any depth and any beta.
+    On inputs from :func:`subspace_tokens` the attention is arbitrary and not uniform, the values are not
+    zero, yet every layer adds ``P (1 x^T) W_h = 1 (x^T W_h)``: ``res`` is preserved exactly at any depth and
+    any beta.
     """
     san = SAN.random(cfg, seed)
     san.WV[:, :, :k, :] = 0
@@ -169,22 +313,43 @@ def constructions(n, d, H, depths, betas, k, seed) -> list[dict]:
         cfg = SANConfig(L, H, d, skip=True)
         Xg = random_tokens(n, d, seed + 1)
         z = zero_value_san(cfg, seed)
-        rows.append({"family": "zero values", "L": L, "beta": float(A.head_betas(z).max()), **preservation(z, Xg)})
+        rows.append(
+            {"family": "zero values", "L": L, "beta": float(A.head_betas(z).max()), **preservation(z, Xg)}
+        )
         u = uniform_attention_san(cfg, seed)
-        rows.append({"family": "uniform attention", "L": L, "beta": float(A.head_betas(u).max()),
-                     **preservation(u, Xg)})
+        rows.append(
+            {
+                "family": "uniform attention",
+                "L": L,
+                "beta": float(A.head_betas(u).max()),
+                **preservation(u, Xg),
+            }
+        )
         Xs = subspace_tokens(n, d, k, seed + 2)
         for b in betas:
             o = orthogonal_value_san(cfg, k, b, seed)
             with torch.no_grad():
                 P = o.attention(0, Xs)
-            rows.append({"family": "residual-orthogonal values", "L": L, "beta": float(A.head_betas(o).max()),
-                         "beta_target": b, **preservation(o, Xs),
-                         "attention_from_uniform": float((P - 1.0 / n).abs().max())})
+            rows.append(
+                {
+                    "family": "residual-orthogonal values",
+                    "L": L,
+                    "beta": float(A.head_betas(o).max()),
+                    "beta_target": b,
+                    **preservation(o, Xs),
+                    "attention_from_uniform": float((P - 1.0 / n).abs().max()),
+                }
+            )
         # the same family on generic inputs (residual not in a subspace): not preserved in general
         o = orthogonal_value_san(cfg, k, 1.0, seed)
-        rows.append({"family": "residual-orthogonal values, generic input", "L": L, "beta": 1.0,
-                     **preservation(o, Xg)})
+        rows.append(
+            {
+                "family": "residual-orthogonal values, generic input",
+                "L": L,
+                "beta": 1.0,
+                **preservation(o, Xg),
+            }
+        )
     return rows
 
 
@@ -195,12 +360,22 @@ def skip_curves(n, d, H, L, scales, seeds, floor_mult, seed, device, log=print) 
     for s in scales:
         for skip in (False, True):
             for i in range(seeds):
-                san = SAN.random(SANConfig(L, H, d, skip=skip, weight_scale=s), seed + 1000 * i, device=device)
+                san = SAN.random(
+                    SANConfig(L, H, d, skip=skip, weight_scale=s), seed + 1000 * i, device=device
+                )
                 X = random_tokens(n, d, seed + 1000 * i + 1, device=device)
                 tr = trajectory(san, X)
                 tr.pop("_hidden")
-                rows.append({"scale": s, "skip": skip, "seed": i, "r": tr["r"], "res": tr["res"],
-                             "floor_at": floor_index(tr["r"], floor)})
+                rows.append(
+                    {
+                        "scale": s,
+                        "skip": skip,
+                        "seed": i,
+                        "r": tr["r"],
+                        "res": tr["res"],
+                        "floor_at": floor_index(tr["r"], floor),
+                    }
+                )
         log(f"curves at scale {s} done")
     return rows
 
@@ -215,7 +390,8 @@ def curve_summary(rows) -> dict:
                 "r_L_median": float(np.median([r["r"][-1] for r in sel])),
                 "r_L_min": float(min(r["r"][-1] for r in sel)),
                 "ratio_median": float(np.median([r["r"][-1] / r["r"][0] for r in sel])),
-                "abs_ratio_min": float(min(r["res"][-1] / r["res"][0] for r in sel))}
+                "abs_ratio_min": float(min(r["res"][-1] / r["res"][0] for r in sel)),
+            }
     return out
 
 
@@ -236,10 +412,21 @@ def frontier(n, d, H, depths, betas, samples, steps, starts, lr, seed, log=print
             inits += [A.random_on_constraint(cfg, b, g) for _ in range(max(starts - len(inits), 0))]
             adv = [A.adversarial_search(s, X, b, steps, lr)[0] for s in inits[:starts]]
             best = min([r_best, s_best] + adv)
-            rows.append({"L": L, "beta": b, "random": r_best, "structured": s_best, "adversarial": min(adv),
-                         "best": best, "per_layer": best ** (1.0 / L)})
-            log(f"frontier L={L} beta={b:g}: random {r_best:.3g}, structured {s_best:.3g}, "
-                f"adversarial {min(adv):.3g}")
+            rows.append(
+                {
+                    "L": L,
+                    "beta": b,
+                    "random": r_best,
+                    "structured": s_best,
+                    "adversarial": min(adv),
+                    "best": best,
+                    "per_layer": best ** (1.0 / L),
+                }
+            )
+            log(
+                f"frontier L={L} beta={b:g}: random {r_best:.3g}, structured {s_best:.3g}, "
+                f"adversarial {min(adv):.3g}"
+            )
     return rows
 
 
@@ -249,37 +436,51 @@ def compounding_text(rows) -> str:
     sel = sorted((r for r in rows if r["beta"] == bmin), key=lambda r: r["L"])
     lo, hi = sel[0], sel[-1]
     comp = lo["best"] ** (hi["L"] / lo["L"])
-    head = (f"at β ≤ {bmin:g} the best depth-{lo['L']} ratio {lo['best']:.3f}, compounded to depth {hi['L']}, "
-            f"would give {comp:.3f}; the best depth-{hi['L']} network found reaches {hi['best']:.3f}. ")
+    head = (
+        f"at β ≤ {bmin:g} the best depth-{lo['L']} ratio {lo['best']:.3f}, compounded to depth {hi['L']}, "
+        f"would give {comp:.3f}; the best depth-{hi['L']} network found reaches {hi['best']:.3f}. "
+    )
     if hi["best"] > comp:
-        return head + ("The frontier falls more slowly than compounding the best shallow network: either that "
-                       "optimum cannot be repeated layer after layer (each layer changes the input the next one "
-                       "sees) or the search is weaker at depth; these numbers cannot tell which.")
-    return head + ("The frontier falls at least as fast as compounding the best shallow network, so deep networks "
-                   "gain from coordinating their layers.")
+        return head + (
+            "The frontier falls more slowly than compounding the best shallow network: either that "
+            "optimum cannot be repeated layer after layer (each layer changes the input the next one "
+            "sees) or the search is weaker at depth; these numbers cannot tell which."
+        )
+    return head + (
+        "The frontier falls at least as fast as compounding the best shallow network, so deep networks "
+        "gain from coordinating their layers."
+    )
 
 
 def input_scale(n, d, seed) -> dict:
     X = random_tokens(n, d, seed + 1)
     G = X @ X.T
-    return {"res_1inf": float(norm_1inf(res(X))), "mean_sq_norm": float((X**2).sum(-1).mean()),
-            "self_max": bool((G.argmax(dim=-1) == torch.arange(n)).all())}
+    return {
+        "res_1inf": float(norm_1inf(res(X))),
+        "mean_sq_norm": float((X**2).sum(-1).mean()),
+        "self_max": bool((G.argmax(dim=-1) == torch.arange(n)).all()),
+    }
 
 
 def abs_text(n_below: int, lo: float, hi: float) -> str:
     """The sentence on the absolute residual of the skip networks (Claim 3.1's quantity)."""
     rng = f"its final ratio ‖res(X_L)‖/‖res(X)‖ runs from {lo:.3g} to {hi:.3g}"
     if n_below == 0:
-        return (f"The **absolute** residual of the skip networks never ends below the input's: {rng}, the "
-                "inequality of Claim 3.1 holding at random initialisation.")
-    return (f"The **absolute** residual of the skip networks ends below the input's in {n_below} networks ({rng}): "
-            "Claim 3.1's inequality is a property of some parameterisations, not of every random one"
-            + (", although where it fails here it fails by little." if lo > 0.5 else "."))
+        return (
+            f"The **absolute** residual of the skip networks never ends below the input's: {rng}, the "
+            "inequality of Claim 3.1 holding at random initialisation."
+        )
+    return (
+        f"The **absolute** residual of the skip networks ends below the input's in {n_below} networks "
+        f"({rng}): Claim 3.1's inequality is a property of some parameterisations, not of every random one"
+        + (", although where it fails here it fails by little." if lo > 0.5 else ".")
+    )
 
 
 # -- figures -----------------------------------------------------------------------------------------
 def fig_constructions(rows):
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     fams = list(dict.fromkeys(r["family"] for r in rows))
     for k, fam in enumerate(fams):
@@ -288,24 +489,42 @@ def fig_constructions(rows):
             for j, b in enumerate(sorted({r["beta_target"] for r in sel})):
                 ss = [r for r in sel if r["beta_target"] == b]
                 ss = [r for r in ss if r["checkable"]]
-                ax.plot([r["L"] for r in ss], [abs(r["ratio"] - 1) + 1e-17 for r in ss], "o-", color=f"C{k + j}",
-                        label=f"{fam}, β={b:g}")
-                ax.plot([r["L"] for r in ss], [100 * (EPS64 + r["roundoff"]) for r in ss], ":", color=f"C{k + j}",
-                        lw=0.8)
+                ax.plot(
+                    [r["L"] for r in ss],
+                    [abs(r["ratio"] - 1) + 1e-17 for r in ss],
+                    "o-",
+                    color=f"C{k + j}",
+                    label=f"{fam}, β={b:g}",
+                )
+                ax.plot(
+                    [r["L"] for r in ss],
+                    [100 * (EPS64 + r["roundoff"]) for r in ss],
+                    ":",
+                    color=f"C{k + j}",
+                    lw=0.8,
+                )
         else:
             sel = [r for r in sel if r["checkable"]]
-            ax.plot([r["L"] for r in sel], [abs(r["ratio"] - 1) + 1e-17 for r in sel], "s--", color=f"C{k + 6}",
-                    label=fam)
+            ax.plot(
+                [r["L"] for r in sel],
+                [abs(r["ratio"] - 1) + 1e-17 for r in sel],
+                "s--",
+                color=f"C{k + 6}",
+                label=fam,
+            )
     ax.axhline(EPS64, color="grey", ls="-", lw=0.8)
     ax.set_title("dotted: round-off scale 100·(eps + eps·‖X_L‖/‖res(X)‖); grey: eps", fontsize=8)
-    ax.set_xscale("log"); ax.set_yscale("log")
-    ax.set_xlabel("depth L"); ax.set_ylabel("| ‖res(X_L)‖ / ‖res(X)‖ − 1 |")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("depth L")
+    ax.set_ylabel("| ‖res(X_L)‖ / ‖res(X)‖ − 1 |")
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 
 def fig_skip_curves(rows, floor_mult):
     import matplotlib.pyplot as plt
+
     scales = sorted({r["scale"] for r in rows})
     fig, axes = plt.subplots(2, len(scales), figsize=(3.2 * len(scales), 6.0), sharey="row", squeeze=False)
     floor = float_floor(torch.float64, floor_mult)
@@ -318,13 +537,23 @@ def fig_skip_curves(rows, floor_mult):
             ax.plot(range(top), r["r"][:top], color=c, lw=1, marker=".", ms=3, label=lab)
             if r["floor_at"] is not None:
                 ax.plot([top - 1], [r["r"][top - 1]], "x", color=c)
-            ax2.plot(range(top), [v / r["res"][0] for v in r["res"][:top]], color=c, lw=1, marker=".", ms=3,
-                     label=lab)
+            ax2.plot(
+                range(top),
+                [v / r["res"][0] for v in r["res"][:top]],
+                color=c,
+                lw=1,
+                marker=".",
+                ms=3,
+                label=lab,
+            )
         ax.axhline(floor, color="grey", ls=":", lw=1)
         ax2.axhline(1, color="grey", ls=":", lw=1)
-        ax.set_yscale("log"); ax.set_title(f"weight scale {s:g}", fontsize=9)
-        ax2.set_yscale("log"); ax2.set_xlabel("layer l")
-    axes[0][0].set_ylabel("relative r(X_l)"); axes[0][0].legend(fontsize=7)
+        ax.set_yscale("log")
+        ax.set_title(f"weight scale {s:g}", fontsize=9)
+        ax2.set_yscale("log")
+        ax2.set_xlabel("layer l")
+    axes[0][0].set_ylabel("relative r(X_l)")
+    axes[0][0].legend(fontsize=7)
     axes[1][0].set_ylabel("absolute ‖res(X_l)‖ / ‖res(X)‖")
     fig.tight_layout()
     return fig
@@ -332,20 +561,32 @@ def fig_skip_curves(rows, floor_mult):
 
 def fig_frontier(rows):
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    betas = sorted({r["beta"] for r in rows}); depths = sorted({r["L"] for r in rows})
+    betas = sorted({r["beta"] for r in rows})
+    depths = sorted({r["L"] for r in rows})
     for k, b in enumerate(betas):
         sel = [r for r in rows if r["beta"] == b]
-        axes[0].plot([r["L"] for r in sel], [r["best"] for r in sel], "o-", color=f"C{k}", label=f"β ≤ {b:g}")
+        axes[0].plot(
+            [r["L"] for r in sel], [r["best"] for r in sel], "o-", color=f"C{k}", label=f"β ≤ {b:g}"
+        )
         axes[0].plot([r["L"] for r in sel], [r["random"] for r in sel], ":", color=f"C{k}", lw=1)
-    axes[0].set_xscale("log", base=2); axes[0].set_yscale("log")
-    axes[0].set_xlabel("depth L"); axes[0].set_ylabel("smallest ‖res(X_L)‖/‖res(X)‖ found")
-    axes[0].axhline(1, color="grey", lw=0.8); axes[0].legend(fontsize=7)
+    axes[0].set_xscale("log", base=2)
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("depth L")
+    axes[0].set_ylabel("smallest ‖res(X_L)‖/‖res(X)‖ found")
+    axes[0].axhline(1, color="grey", lw=0.8)
+    axes[0].legend(fontsize=7)
     axes[0].set_title("solid: best of all searches; dotted: random search", fontsize=8)
     for k, L in enumerate(depths):
         sel = [r for r in rows if r["L"] == L]
-        axes[1].plot([r["beta"] for r in sel], [r["best"] for r in sel], "o-", color=f"C{k}", label=f"L = {L}")
-    axes[1].set_xscale("log"); axes[1].set_yscale("log"); axes[1].axhline(1, color="grey", lw=0.8)
-    axes[1].set_xlabel("β constraint"); axes[1].legend(fontsize=7)
+        axes[1].plot(
+            [r["beta"] for r in sel], [r["best"] for r in sel], "o-", color=f"C{k}", label=f"L = {L}"
+        )
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].axhline(1, color="grey", lw=0.8)
+    axes[1].set_xlabel("β constraint")
+    axes[1].legend(fontsize=7)
     fig.tight_layout()
     return fig

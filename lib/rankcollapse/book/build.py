@@ -1,0 +1,215 @@
+"""Assemble the executed notebooks into a Jupyter Book (v1) and build it strictly.
+
+The book is built from a staging folder ``build/<profile>/_book/`` holding
+``_config.yml`` and ``_toc.yml`` from the repository root, the plain Markdown
+pages of ``chapters/``, the executed notebooks in place of their Jupytext
+sources, and a generated status page. Sphinx runs with ``-W -n --keep-going``:
+any warning (a broken reference, a missing glue key, a bad figure) fails the
+build. Notebooks are never re-executed by the book (``execute_notebooks: off``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ..chapters import CHAPTERS
+from . import ledger
+from .records import compare, load, load_checked
+from .runner import REPO, build_dir
+
+
+def is_notebook_source(path: Path) -> bool:
+    head = path.read_text().split("\n---", 1)[0]
+    return path.read_text().startswith("---") and "jupytext:" in head
+
+
+def expected_path(profile: str, chapter: str) -> Path:
+    """``data/expected/<profile>/<chapter>.json`` (or under ``$RCBOOK_EXPECTED``)."""
+    import os
+
+    root = Path(os.environ.get("RCBOOK_EXPECTED") or REPO / "data" / "expected")
+    return root / profile / f"{chapter}.json"
+
+
+def check_chapter(profile: str, chapter: str, root: Path | None = None):
+    """(status, rows) of one chapter's results against the recorded ones."""
+    now_p = build_dir(profile, root) / chapter / "results.json"
+    exp_p = expected_path(profile, chapter)
+    if not now_p.exists():
+        return "not run", []
+    if not exp_p.exists():
+        return "no record", []
+    rows = compare(load_checked(exp_p), load_checked(now_p))
+    bad = sum(not r.ok for r in rows)
+    return ("match" if bad == 0 else f"MISMATCH ({bad} of {len(rows)})"), rows
+
+
+def staleness(profile: str, chapter: str) -> str:
+    """A plain sentence when the recorded file of ``chapter`` was written by another version of the code the
+    chapter depends on (its source and the import closure of the modules it uses), else ``""``."""
+    from ..store import chapter_code_hash
+
+    exp_p = expected_path(profile, chapter)
+    if not exp_p.exists():
+        return ""
+    try:
+        rec = load(exp_p)
+    except ValueError:
+        return ""
+    now = chapter_code_hash(chapter)
+    was = rec.get("code_hash")
+    if was is None:
+        return (
+            f"the recorded file {exp_p.name} was written before code hashes were kept: it may come from "
+            f"another version of the code (re-record with: rcbook record --profile {profile} {chapter})"
+        )
+    if was != now:
+        return (
+            f"the recorded file was written by a different version of the code this chapter depends on "
+            f"(recorded code {was[:12]}, now {now[:12]}); re-run and re-record: rcbook run {chapter} "
+            f"--profile {profile} && rcbook record --profile {profile} {chapter}"
+        )
+    return ""
+
+
+def status_page(profile: str, root: Path | None = None) -> str:
+    lines = [
+        "# Build status",
+        "",
+        f"Every chapter of this book was executed at the **`{profile}`** profile. "
+        "*Matches recorded* compares its results file with `data/expected/"
+        f"{profile}/<chapter>.json` value by value, each within its own recorded tolerance.",
+        "",
+        "| chapter | profile | wall time (s) | device | matches recorded | verdicts |",
+        "|---|---|---|---|---|---|",
+    ]
+    for ch in CHAPTERS:
+        p = build_dir(profile, root) / ch / "results.json"
+        if not p.exists():
+            lines.append(f"| {ch} | {profile} | - | - | not run | - |")
+            continue
+        doc = load(p)
+        st, _ = check_chapter(profile, ch, root)
+        verdicts = ", ".join(f"{k}: {v['verdict']}" for k, v in doc.get("verdicts", {}).items()) or "-"
+        lines.append(
+            f"| [{ch}]({ch}.ipynb) | {doc['profile']} | {doc['wall_time_s']:.1f} | {doc['device']} | "
+            f"{st} | {verdicts} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _reduced_toc(only: list[str]) -> str:
+    """The repository's _toc.yml keeping only the given notebook chapters (plain pages stay)."""
+    import yaml
+
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    for part in toc.get("parts", []):
+        part["chapters"] = [
+            c
+            for c in part["chapters"]
+            if not (Path(c["file"]).stem in CHAPTERS and Path(c["file"]).stem not in only)
+        ]
+    toc["parts"] = [p for p in toc["parts"] if p["chapters"]]
+    return yaml.safe_dump(toc, sort_keys=False)
+
+
+def stage(profile: str, root: Path | None = None, only: list[str] | None = None) -> Path:
+    """Lay out the book sources for ``profile``; returns the staging folder.
+
+    ``only``: build a partial book with just these notebook chapters (used by the tests).
+    """
+    bdir = build_dir(profile, root)
+    st = bdir / "_book"
+    if st.exists():
+        shutil.rmtree(st)
+    (st / "chapters").mkdir(parents=True)
+    shutil.copy(REPO / "_config.yml", st / "_config.yml")
+    if only is None:
+        shutil.copy(REPO / "_toc.yml", st / "_toc.yml")
+    else:
+        (st / "_toc.yml").write_text(_reduced_toc(only))
+    for src in sorted((REPO / "chapters").glob("*.md")):
+        if is_notebook_source(src) and only is not None and src.stem not in only:
+            continue
+        if is_notebook_source(src):
+            nb = bdir / src.stem / f"{src.stem}.ipynb"
+            if not nb.exists():
+                raise FileNotFoundError(
+                    f"chapter '{src.stem}' has not been executed at profile '{profile}' ({nb})"
+                )
+            shutil.copy(nb, st / "chapters" / nb.name)
+            if (bdir / src.stem / "figures").exists():
+                shutil.copytree(bdir / src.stem / "figures", st / "chapters" / "figures" / src.stem)
+        else:
+            shutil.copy(src, st / "chapters" / src.name)
+    intro = st / "chapters" / "intro.md"
+    if intro.exists() and ledger.MARKER in intro.read_text():
+        intro.write_text(intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS)))
+    (st / "chapters" / "status.md").write_text(status_page(profile, root))
+    return st
+
+
+def build(profile: str, root: Path | None = None) -> tuple[int, Path]:
+    """Stage and build the book for ``profile``. Returns (exit code, html folder)."""
+    return build_staged(stage(profile, root), build_dir(profile, root))
+
+
+def build_staged(st: Path, out: Path) -> tuple[int, Path]:
+    """Strict Sphinx build (``-W -n --keep-going``) of a staging folder into ``out/_build/html``."""
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [
+        str(jb) if jb.exists() else "jupyter-book",
+        "build",
+        str(st),
+        "--path-output",
+        str(out),
+        "--builder",
+        "html",
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
+    rc = subprocess.call(cmd)
+    return rc, out / "_build" / "html"
+
+
+# -- the parameters cell, generated from the schema ------------------------------------------------------
+def _parameters_cell_span(lines: list[str]) -> tuple[int, int]:
+    """(first, end) line indices of the code of the chapter's ``parameters`` cell (after its options)."""
+    for i, line in enumerate(lines):
+        if (
+            line.strip().startswith("```{code-cell}")
+            and i + 1 < len(lines)
+            and lines[i + 1].strip() == ":tags: [parameters]"
+        ):
+            j = i + 2
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            end = next(k for k in range(j, len(lines)) if lines[k].strip() == "```")
+            return j, end
+    raise ValueError("no cell tagged parameters")
+
+
+def parameters_cell_of(chapter: str) -> str:
+    """The parameters cell as it stands in ``chapters/<chapter>.md``."""
+    lines = (REPO / "chapters" / f"{chapter}.md").read_text(encoding="utf-8").splitlines()
+    a, b = _parameters_cell_span(lines)
+    return "\n".join(lines[a:b]).rstrip()
+
+
+def write_parameters_cell(chapter: str) -> bool:
+    """Replace the chapter's parameters cell by the one generated from its schema; True when it changed."""
+    from ..chapters import schema
+    from .params import parameters_cell
+
+    path = REPO / "chapters" / f"{chapter}.md"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    a, b = _parameters_cell_span(lines)
+    new = parameters_cell(schema(chapter)).splitlines()
+    if lines[a:b] == new:
+        return False
+    path.write_text("\n".join(lines[:a] + new + lines[b:]) + "\n", encoding="utf-8")
+    return True

@@ -1,0 +1,355 @@
+"""``rcbook``: list, run, check, record and build the chapters of the book.
+
+    rcbook list [CHAPTER]                       chapters, parameters, defaults per profile
+    rcbook run CHAPTER|all [-p NAME VALUE]... [--profile P] [--device D] [--force] [-j N]
+    rcbook check [CHAPTER...] [--profile P]     compare results with data/expected/<profile>/
+    rcbook record [CHAPTER...] [--profile P]    re-record results after a deliberate change
+    rcbook book [--profile P] [-j N]            run what changed, then build the HTML strictly
+
+Exit codes: 0 success, 1 a chapter failed / results mismatch / build failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from ..chapters import CHAPTERS
+from ..chapters import schema as chapter_schema
+from . import kernels
+from .params import PROFILES, ParameterError, parse_cli_value
+from .records import MalformedRecord, format_value, load
+
+
+def _names(arg: list[str]) -> list[str]:
+    if not arg or arg == ["all"]:
+        return list(CHAPTERS)
+    unknown = [a for a in arg if a not in CHAPTERS]
+    if unknown:
+        raise ParameterError(f"unknown chapter(s) {', '.join(unknown)}; chapters: {', '.join(CHAPTERS)}")
+    return arg
+
+
+def variant_root(variant: str):
+    """The build root of a kernel variant: ``build/`` for ``native``, ``build/kernels-<variant>/``
+    otherwise."""
+    from .runner import REPO
+
+    return REPO / "build" if variant == "native" else REPO / "build" / f"kernels-{variant}"
+
+
+def use_kernels(variant: str) -> None:
+    """Compute under ``variant`` (see :mod:`rankcollapse.book.kernels`), into its own build root unless
+    ``$RCBOOK_BUILD`` names one."""
+    kernels.apply(variant)
+    if variant == "native":
+        return
+    if not os.environ.get("RCBOOK_BUILD"):
+        os.environ["RCBOOK_BUILD"] = str(variant_root(variant))
+    for var in (
+        "RCBOOK_STATES",
+        "RCBOOK_CACHE",
+    ):  # a state trained under one variant is never used under another
+        if os.environ.get(var):
+            os.environ[var] = os.path.join(os.path.abspath(os.environ[var]), f"kernels-{variant}")
+
+
+def cmd_list(a) -> int:
+    for name in _names(a.chapters):
+        print(f"\n{name}")
+        for row in chapter_schema(name).table():
+            print(f"  {row['name']:<16} {row['allowed']}")
+            if row["name"] != "profile":
+                print(f"  {'':<16} smoke={row['smoke']!r}  full={row['full']!r}  paper={row['paper']!r}")
+            print(f"  {'':<16} {row['doc']}")
+    return 0
+
+
+def cmd_cell(a) -> int:
+    """Print (or, with --write, put into chapters/<name>.md) the parameters cell made from the schema."""
+    from .build import write_parameters_cell
+    from .params import parameters_cell
+
+    for name in _names(a.chapters):
+        if a.write:
+            print(f"{name}: {'rewritten' if write_parameters_cell(name) else 'already current'}")
+        else:
+            print(f"# {name}\n{parameters_cell(chapter_schema(name))}\n")
+    return 0
+
+
+def paper_guard(a, names) -> int | None:
+    """The paper profile expects a GPU: without one, say so and estimate the CPU time instead of starting."""
+    if a.profile != "paper" or a.device == "cuda" or getattr(a, "allow_cpu", False):
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    from ..chapters import module
+    from .build import expected_path
+
+    lines, total = [], 0.0
+    for n in names:
+        full = expected_path("full", n)
+        factor = getattr(module(n), "PAPER_VS_FULL", None)
+        if full.exists() and factor:
+            est = load(full)["wall_time_s"] * factor
+            total += est
+            lines.append(f"  {n:<20} ~{est / 60:6.1f} min on one CPU core (recorded full time x {factor:g})")
+        else:
+            lines.append(f"  {n:<20} no estimate (no recorded full run or no PAPER_VS_FULL factor)")
+    print(
+        "rcbook: the 'paper' profile runs the papers' own sizes and expects a CUDA GPU; "
+        "none is available here.\n"
+        "Estimated CPU time instead:\n" + "\n".join(lines) + f"\n  total at least ~{total / 3600:.1f} h.\n"
+        "Run it on a GPU machine with --device cuda (bash make.sh paper), "
+        "or add --allow-cpu to start anyway.",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def cmd_run(a) -> int:
+    from .runner import run_many
+
+    overrides = {}
+    for name, value in a.param or []:
+        overrides[name] = parse_cli_value(value)
+    names = _names([a.chapter])
+    if (rc := paper_guard(a, names)) is not None:
+        return rc
+    if a.verbose:  # stream every cell's output (the chapter's progress lines) as it runs
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    outcomes = run_many(
+        names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs, log_output=a.verbose
+    )
+    failed = [o for o in outcomes if o.status == "failed"]
+    for o in failed:
+        print(o.message, file=sys.stderr)
+    if not failed:
+        print(f"outputs in {outcomes[0].out.parent}/<chapter>/ (executed notebook, results.json, figures/)")
+    return 1 if failed else 0
+
+
+def cmd_check(a) -> int:
+    from .build import check_chapter, expected_path, staleness
+    from .records import largest_deviation
+    from .runner import build_dir
+
+    bad = 0
+    for name in _names(a.chapters):
+        try:
+            status, rows = check_chapter(a.profile, name)
+        except MalformedRecord as e:
+            print(f"\n{name} ({a.profile}): MALFORMED: {e}")
+            bad += 1
+            continue
+        print(f"\n{name} ({a.profile}): {status}")
+        stale = staleness(a.profile, name)
+        if stale:
+            print(f"  note: {stale}")
+        if status not in ("not run", "no record") and "tolerance_rule" not in load(
+            expected_path(a.profile, name)
+        ):
+            print(
+                "  note: the recorded tolerances were set by the chapter, "
+                "not derived from a measured spread "
+                f"between kernel variants (bash make.sh record {a.profile})"
+            )
+        if status in ("not run", "no record"):
+            bad += 1
+            continue
+        w = max([len(r.name) for r in rows] + [5])
+        print(f"  {'value':<{w}}  {'recorded':>14}  {'now':>14}  {'tolerance':<22} result")
+        for r in rows:
+            print(
+                f"  {r.name:<{w}}  {format_value(r.recorded):>14}  {format_value(r.now):>14}  "
+                f"{r.tolerance:<22} {'pass' if r.ok else 'FAIL'}"
+            )
+        bad += sum(not r.ok for r in rows)
+        dev = largest_deviation(
+            load(expected_path(a.profile, name)), load(build_dir(a.profile) / name / "results.json")
+        )
+        print(
+            "  largest deviation from the record: "
+            + (
+                "none (every value identical)"
+                if dev is None
+                else f"'{dev[0]}' rel {dev[1]:.3g} (abs {dev[2]:.3g})"
+            )
+        )
+    print(
+        f"\ncheck ({a.profile}, kernels '{a.kernels}'): "
+        f"{'all results match the recorded ones' if not bad else f'{bad} mismatch(es)'}"
+    )
+    return 1 if bad else 0
+
+
+def cmd_record(a) -> int:
+    from .build import expected_path
+    from .records import RecordError, record_with_spread
+    from .runner import build_dir
+
+    variants = [v.strip() for v in (a.spread or "").split(",") if v.strip()]
+    for v in variants:
+        if v not in kernels.VARIANTS:  # unknown names stop here, before anything is written
+            raise ParameterError(
+                f"--spread names kernel variant '{v}'; allowed: {', '.join(kernels.VARIANTS)}"
+            )
+        if v == a.kernels:
+            raise ParameterError(
+                f"--spread names '{v}', the variant being recorded; name the other variants"
+            )
+    docs = {}
+    for name in _names(a.chapters):
+        src = build_dir(a.profile) / name / "results.json"
+        if not src.exists():
+            print(
+                f"{name}: not run at profile '{a.profile}' (run: rcbook run {name} --profile {a.profile})",
+                file=sys.stderr,
+            )
+            return 1
+        doc = load(src)
+        if variants:
+            vdocs = {}
+            for v in variants:
+                vp = variant_root(v) / a.profile / name / "results.json"
+                if not vp.exists():
+                    print(
+                        f"{name}: no run under kernel variant '{v}' ({vp}); run: rcbook run {name} "
+                        f"--profile {a.profile} --kernels {v}",
+                        file=sys.stderr,
+                    )
+                    return 1
+                vdocs[v] = load(vp)
+            try:
+                doc = record_with_spread(doc, vdocs)
+            except RecordError as e:
+                print(f"rcbook record: {e}", file=sys.stderr)
+                return 1
+        docs[name] = (src, doc)
+    for name, (src, doc) in docs.items():  # nothing is written unless every chapter could be recorded
+        dst = expected_path(a.profile, name)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(json.dumps(doc, indent=1) + "\n")
+        print(
+            f"recorded {src} -> {dst}"
+            + (f" (tolerances from the spread over {', '.join(variants)})" if variants else "")
+        )
+    return 0
+
+
+def cmd_book(a) -> int:
+    from .build import build
+    from .runner import run_many
+
+    if (rc := paper_guard(a, list(CHAPTERS))) is not None:
+        return rc
+    outcomes = run_many(list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs)
+    failed = [o for o in outcomes if o.status == "failed"]
+    for o in failed:
+        print(o.message, file=sys.stderr)
+    if failed:
+        return 1
+    rc, html = build(a.profile)
+    if rc != 0:
+        print("book build FAILED (strict: -W -n --keep-going); see the warnings above", file=sys.stderr)
+        return 1
+    print(f"book: {html / 'index.html'}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="rcbook",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p, device=True):
+        p.add_argument("--profile", default="full", choices=PROFILES)
+        p.add_argument(
+            "--kernels",
+            default="native",
+            choices=tuple(kernels.VARIANTS),
+            help="floating-point kernel variant (another machine, simulated); a variant other than "
+            "native uses its own build root build/kernels-<variant>/",
+        )
+        if device:
+            p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+            p.add_argument(
+                "--allow-cpu", action="store_true", help="run the paper profile even without a GPU"
+            )
+
+    p = sub.add_parser("list", help="chapters and their parameters")
+    p.add_argument("chapters", nargs="*")
+    p.set_defaults(fn=cmd_list)
+    p = sub.add_parser("cell", help="the parameters cell generated from a chapter's schema")
+    p.add_argument("chapters", nargs="*")
+    p.add_argument("--write", action="store_true", help="put it into chapters/<name>.md")
+    p.set_defaults(fn=cmd_cell)
+    p = sub.add_parser("run", help="execute a chapter (or all) with papermill")
+    p.add_argument("chapter")
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"))
+    p.add_argument("--force", action="store_true", help="execute even if the cache is up to date")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="chapters run in parallel processes")
+    p.add_argument("-v", "--verbose", action="store_true", help="stream the chapter's output while it runs")
+    common(p)
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("check", help="compare results with the recorded ones")
+    p.add_argument("chapters", nargs="*")
+    common(p, device=False)
+    p.set_defaults(fn=cmd_check)
+    p = sub.add_parser("record", help="re-record results (after a deliberate change)")
+    p.add_argument("chapters", nargs="*")
+    p.add_argument(
+        "--spread",
+        default="",
+        metavar="V1,V2",
+        help="kernel variants already run (rcbook run --kernels V); every tolerance is derived from the "
+        "deviations between them and this run",
+    )
+    common(p, device=False)
+    p.set_defaults(fn=cmd_record)
+    p = sub.add_parser("book", help="run changed chapters and build the HTML book")
+    p.add_argument("-j", "--jobs", type=int, default=1)
+    common(p)
+    p.set_defaults(fn=cmd_book)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .kernel_launcher import terminate_gracefully
+
+    terminate_gracefully()  # SIGTERM (timeout, kill) cleans up as Ctrl-C does
+    for var in ("RCBOOK_BUILD", "RCBOOK_CACHE", "RCBOOK_STATES", "RCBOOK_EXPECTED"):
+        if os.environ.get(var):  # absolute, so chapter kernels (started in other folders) see the same paths
+            os.environ[var] = os.path.abspath(os.environ[var])
+    a = parser().parse_args(argv)
+    try:
+        if getattr(a, "jobs", 1) < 1:
+            raise ParameterError(
+                f"-j/--jobs = {a.jobs} is not allowed: the number of chapters run at once is an integer >= 1"
+            )
+        if hasattr(a, "kernels"):
+            use_kernels(a.kernels)
+        return a.fn(a)
+    except ParameterError as e:
+        print(f"rcbook: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        print(
+            f"rcbook: interrupted ({e or 'Ctrl-C'}): partial outputs removed; a rerun resumes from the last "
+            "saved checkpoint",
+            file=sys.stderr,
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,329 @@
+"""Comparing, checking and recording results files (the runner's side of :mod:`rankcollapse.book.results`).
+
+* :func:`compare` -- a fresh results file against the recorded one, value by value, each within its recorded
+  tolerance; verdicts exactly.
+* :func:`load_checked` -- a results file with every field the comparison reads (:class:`MalformedRecord`,
+  naming the file and the key, otherwise).
+* :func:`derive_tolerance` / :func:`record_with_spread` -- the rule that turns the spread measured between
+  floating-point kernel variants (:mod:`rankcollapse.book.kernels`) into every recorded tolerance.
+* :func:`largest_deviation` -- the value that moved most between two files.
+
+Nothing here runs inside a chapter, so editing it re-executes no chapter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .results import load  # noqa: F401  (re-exported: the runner reads results files through this module)
+
+
+class MalformedRecord(ValueError):
+    """A results file that cannot be read or lacks a field; the message names the file and the key."""
+
+
+def load_checked(path: Path) -> dict:
+    """A results file, with every field :func:`compare` reads present (:class:`MalformedRecord`
+    otherwise)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MalformedRecord(f"{path}: not a readable results file ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict):
+        raise MalformedRecord(f"{path}: not a results file (a JSON object is expected)")
+    for field_ in ("values", "verdicts"):
+        if not isinstance(doc.get(field_), dict):
+            raise MalformedRecord(f"{path}: key '{field_}' is missing or not an object")
+    for name, e in doc["values"].items():
+        for k in ("value", "rtol", "atol"):
+            if not isinstance(e, dict) or k not in e:
+                raise MalformedRecord(f"{path}: value '{name}' lacks '{k}'")
+        for k in ("rtol", "atol"):
+            if not _is_num(e[k]) or e[k] < 0:
+                raise MalformedRecord(
+                    f"{path}: value '{name}' has {k} = {e[k]!r} (a number >= 0 is expected)"
+                )
+    for cid, v in doc["verdicts"].items():
+        if not isinstance(v, dict) or "verdict" not in v:
+            raise MalformedRecord(f"{path}: verdict '{cid}' lacks 'verdict'")
+    return doc
+
+
+# -- comparison ------------------------------------------------------------------------
+@dataclass
+class Row:
+    name: str
+    recorded: Any
+    now: Any
+    tolerance: str
+    ok: bool
+
+
+def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and a.keys() == b.keys()
+            and all(_close(a[k], b[k], rtol, atol) for k in a)
+        )
+    if isinstance(a, list) or isinstance(b, list):
+        return (
+            isinstance(a, list)
+            and isinstance(b, list)
+            and len(a) == len(b)
+            and all(_close(x, y, rtol, atol) for x, y in zip(a, b))
+        )
+    if isinstance(a, (bool, str)) or a is None or isinstance(b, (bool, str)) or b is None:
+        return a == b
+    a, b = float(a), float(b)
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= atol + rtol * abs(a)
+
+
+def compare(recorded: dict, now: dict) -> list[Row]:
+    """Rows of (name, recorded, now, tolerance, ok) for every recorded value and verdict.
+
+    Tolerances are the recorded ones. A value missing from either side fails, and so
+    does a run whose parameters differ from the recorded run's.
+    """
+    rows: list[Row] = []
+    rp, np_ = recorded.get("params", {}), now.get("params", {})
+    if {k: v for k, v in rp.items() if k not in ("output_dir", "device")} != {
+        k: v for k, v in np_.items() if k not in ("output_dir", "device")
+    }:
+        diff = sorted(
+            k for k in set(rp) | set(np_) if k not in ("output_dir", "device") and rp.get(k) != np_.get(k)
+        )
+        rows.append(
+            Row("params", {k: rp.get(k) for k in diff}, {k: np_.get(k) for k in diff}, "equal", False)
+        )
+    rv, nv = recorded.get("values", {}), now.get("values", {})
+    for name in list(rv) + [n for n in nv if n not in rv]:
+        if name not in rv:
+            rows.append(Row(name, "(not recorded)", nv[name]["value"], "-", False))
+            continue
+        rec = rv[name]
+        tol = f"rtol={rec['rtol']:g} atol={rec['atol']:g}"
+        if name not in nv:
+            rows.append(Row(name, rec["value"], "(missing)", tol, False))
+            continue
+        if rec.get("unchecked"):
+            rows.append(Row(name, rec["value"], nv[name]["value"], "not checked", True))
+            continue
+        rows.append(
+            Row(
+                name,
+                rec["value"],
+                nv[name]["value"],
+                tol,
+                _close(rec["value"], nv[name]["value"], rec["rtol"], rec["atol"]),
+            )
+        )
+    rd, nd = recorded.get("verdicts", {}), now.get("verdicts", {})
+    for cid in list(rd) + [c for c in nd if c not in rd]:
+        r = rd.get(cid, {}).get("verdict", "(not recorded)")
+        n = nd.get(cid, {}).get("verdict", "(missing)")
+        rows.append(Row(f"verdict {cid}", r, n, "equal", r == n))
+    return rows
+
+
+def format_value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, list):
+        s = "[" + ", ".join(format_value(x) for x in v[:4]) + (", ..." if len(v) > 4 else "") + "]"
+        return s
+    if isinstance(v, dict):
+        return json.dumps(v)[:60]
+    return str(v)
+
+
+# -- tolerances from measured spread ----------------------------------------------------------------
+# The rule that turns the spread measured between kernel variants into the tolerance a recorded value is
+# checked with on another machine. It is fixed here, before any result, and written into every note.
+SAFETY = 4.0  # tolerance = SAFETY x the largest deviation seen (a few variants underestimate the spread)
+MIN_RTOL = 1e-6  # a float with no measured deviation still may differ in its last float32 digits elsewhere
+EPS64 = 2.220446049250313e-16
+FLOOR = 1e-13  # |value| below this (about 450 float64 epsilons) is a round-off floor, not signal
+FLOOR_ATOL = 1e-12  # ... and is checked against the floor: |now| <= about 4500 epsilons
+
+
+class RecordError(ValueError):
+    """A chapter's results cannot be recorded: a verdict or a non-numeric value differs between kernel
+    variants."""
+
+
+def _leaves(v: Any, path: str = ""):
+    """(path, leaf) for every scalar in a nested value."""
+    if isinstance(v, dict):
+        for k in v:
+            yield from _leaves(v[k], f"{path}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from _leaves(x, f"{path}[{i}]")
+    else:
+        yield path, v
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def spread(ref: Any, others: list) -> dict:
+    """Deviation of ``others`` (the same value from other kernel variants) from ``ref``.
+
+    Returns ``{"abs": largest |other - ref| over all numeric leaves, "rel": largest relative deviation over
+    the leaves above the round-off floor, "floor": whether any leaf sits at the floor, "int_only": every leaf
+    an integer, "mismatch": path of the first non-numeric leaf (or structure) that differs, else None}``."""
+    ref_leaves = list(_leaves(ref))
+    out = {
+        "abs": 0.0,
+        "rel": 0.0,
+        "floor_abs": 0.0,
+        "floor": False,
+        "int_only": all(isinstance(x, int) and not isinstance(x, bool) for _, x in ref_leaves),
+        "mismatch": None,
+    }
+    for _, x in ref_leaves:
+        if _is_num(x) and not isinstance(x, int) and math.isfinite(x) and abs(x) < FLOOR:
+            out["floor"] = True
+    for o in others:
+        ol = list(_leaves(o))
+        if [p for p, _ in ol] != [p for p, _ in ref_leaves]:
+            out["mismatch"] = out["mismatch"] or "(structure)"
+            continue
+        for (p, a), (_, b) in zip(ref_leaves, ol):
+            if _is_num(a) and _is_num(b):
+                a, b = float(a), float(b)
+                if math.isnan(a) or math.isnan(b) or math.isinf(a) or math.isinf(b):
+                    if not (a == b or (math.isnan(a) and math.isnan(b))):
+                        out["mismatch"] = out["mismatch"] or (p or "(value)")
+                    continue
+                d = abs(a - b)
+                out["abs"] = max(out["abs"], d)
+                if abs(a) >= FLOOR:
+                    out["rel"] = max(out["rel"], d / abs(a))
+                else:  # the reference sits at the round-off floor: only an absolute tolerance can hold it
+                    out["floor_abs"] = max(out["floor_abs"], d)
+            elif (a is None) != (b is None) and (_is_num(a) or _is_num(b)):
+                out["kind"] = out.get("kind") or (p or "(value)")  # a number in one variant, None in another
+            elif a != b:
+                out["mismatch"] = out["mismatch"] or (p or "(value)")
+    return out
+
+
+def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
+    """The recorded entry (value, rtol, atol, note) with its tolerance chosen from the measured spread.
+
+    Rule: rtol = max(the chapter's own rtol, SAFETY x the largest relative deviation, MIN_RTOL for a
+    non-integer value); atol = max(the chapter's own atol, FLOOR_ATOL when a leaf sits at the round-off
+    floor); an integer-only value with no measured deviation stays exact. A non-numeric leaf (a string, a
+    flag) that differs between variants cannot be given a tolerance: :class:`RecordError`."""
+    v = entry["value"]
+    s = spread(v, others)
+    if s["mismatch"] is not None:
+        raise RecordError(
+            f"'{s['mismatch']}' differs between kernel variants ({', '.join(variants)}): "
+            "a non-numeric result that changes with the floating-point kernels cannot be recorded"
+        )
+    if s.get("kind"):
+        # e.g. steps to recovery: a number where a branch recovered within its length, None where it did not.
+        # The verdict built on it is compared exactly; the value itself cannot carry a numeric tolerance.
+        base = entry.get("note", "").split(" || measured:")[0]
+        return {
+            "value": v,
+            "rtol": float(entry.get("rtol", 0.0)),
+            "atol": float(entry.get("atol", 0.0)),
+            "unchecked": True,
+            "spread": {"rel": None, "abs": None, "variants": variants},
+            "note": (
+                base + f" || measured: '{s['kind']}' is a number under some kernel variants ("
+                f"{', '.join(variants)}) and None under others (an outcome within the run's length); "
+                "recorded for reading, not checked on another machine"
+            ).lstrip(" |"),
+        }
+    own_r, own_a = float(entry.get("rtol", 0.0)), float(entry.get("atol", 0.0))
+    numeric = any(_is_num(x) for _, x in _leaves(v))
+    exact_int = s["int_only"] and s["abs"] == 0
+    rtol = own_r if (exact_int or not numeric) else max(own_r, SAFETY * s["rel"], MIN_RTOL)
+    if s["int_only"] and s["abs"] > 0:  # a count that moved between variants: widen by the count it moved
+        own_a = max(own_a, SAFETY * s["abs"])
+    atol = max(own_a, FLOOR_ATOL, SAFETY * s["floor_abs"]) if s["floor"] else own_a
+    base = entry.get("note", "").split(" || measured:")[0]
+    meas = (
+        f"max deviation over {len(others)} kernel variant(s) ({', '.join(variants)}): "
+        f"rel {s['rel']:.2g}, abs {s['abs']:.2g}"
+    )
+    if s["floor"]:
+        meas += f"; leaves below {FLOOR:g} are a round-off floor, checked with atol {FLOOR_ATOL:g}"
+    meas += f"; tolerance rtol {rtol:.2g} atol {atol:.2g} (rule: max(own, {SAFETY:g} x measured"
+    meas += f", {MIN_RTOL:g}))" if not exact_int and numeric else ", exact when nothing moved)"
+    return {
+        "value": v,
+        "rtol": rtol,
+        "atol": atol,
+        "note": (base + " || measured: " + meas).lstrip(" |"),
+        "spread": {"rel": s["rel"], "abs": s["abs"], "variants": variants},
+    }
+
+
+def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
+    """``doc`` (a results file) with every value's tolerance derived from ``variant_docs`` ({variant: results
+    of the same chapter and parameters under other floating-point kernels}); verdicts must agree exactly."""
+    names = list(variant_docs)
+    for n, d in variant_docs.items():
+        if {k: v for k, v in d.get("params", {}).items() if k not in ("output_dir", "device")} != {
+            k: v for k, v in doc.get("params", {}).items() if k not in ("output_dir", "device")
+        }:
+            raise RecordError(f"variant '{n}' of chapter '{doc['chapter']}' ran with other parameters")
+    for cid, v in doc.get("verdicts", {}).items():
+        for n, d in variant_docs.items():
+            other = d.get("verdicts", {}).get(cid, {}).get("verdict")
+            if other != v["verdict"]:
+                raise RecordError(
+                    f"verdict {cid} of chapter '{doc['chapter']}' is '{v['verdict']}' here but "
+                    f"'{other}' under kernel variant '{n}': the rule does not survive a change of "
+                    "floating-point kernels"
+                )
+    out = dict(doc)
+    out["values"] = {}
+    for name, entry in doc["values"].items():
+        others = []
+        for n, d in variant_docs.items():
+            if name not in d.get("values", {}):
+                raise RecordError(
+                    f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
+                )
+            others.append(d["values"][name]["value"])
+        try:
+            out["values"][name] = derive_tolerance(entry, others, names)
+        except RecordError as e:
+            raise RecordError(f"chapter '{doc['chapter']}', value '{name}': {e}") from None
+    out["tolerance_rule"] = (
+        f"per value: rtol = max(chapter's own, {SAFETY:g} x largest relative deviation between "
+        f"kernel variants {names}, {MIN_RTOL:g}); round-off floor (|v| < {FLOOR:g}) checked "
+        f"with atol {FLOOR_ATOL:g}; integers with no deviation and verdicts exact"
+    )
+    return out
+
+
+def largest_deviation(recorded: dict, now: dict) -> tuple[str, float, float] | None:
+    """(value name, relative, absolute deviation) of the value that moved most, relative to the recorded one
+    (leaves at the round-off floor excluded from the relative figure); None when nothing numeric moved."""
+    best = None
+    for name, e in recorded.get("values", {}).items():
+        if name not in now.get("values", {}):
+            continue
+        s = spread(e["value"], [now["values"][name]["value"]])
+        if (s["rel"] > 0 or s["abs"] > 0) and (best is None or (s["rel"], s["abs"]) > (best[1], best[2])):
+            best = (name, s["rel"], s["abs"])
+    return best

@@ -1,0 +1,135 @@
+"""Not a chapter: the parameters the four Part III chapters share (the driver, and the recovery rule).
+
+Every repair chapter declares :data:`DRIVER_PARAMS`; ``repair-treatments`` and ``repair-path`` also declare
+:data:`RECOVERY_PARAMS`, so both judge recovery by the same rule. The runs these parameters describe are in
+:mod:`rankcollapse.lm.runs`.
+"""
+
+from __future__ import annotations
+
+from ..book.params import Param, ParameterError
+
+DRIVER_PARAMS = [
+    Param(
+        "depth",
+        "int",
+        "blocks of the driven network",
+        {"smoke": 12, "full": 12, "paper": 12},
+        low=1,
+        high=96,
+    ),
+    Param("d_model", "int", "width", {"smoke": 48, "full": 48, "paper": 128}, low=4, high=4096),
+    Param("heads", "int", "attention heads", 4, low=1, high=64),
+    Param("ctx", "int", "context length (bytes)", {"smoke": 32, "full": 32, "paper": 256}, low=2, high=4096),
+    Param(
+        "batch",
+        "int",
+        "sequences per training batch",
+        {"smoke": 8, "full": 16, "paper": 16},
+        low=1,
+        high=4096,
+    ),
+    Param("lr", "float", "AdamW learning rate", 1e-3, low=1e-6, high=1.0),
+    # smoke: a faithful miniature of full. The network trains 500 steps with the skip intact (its last-block
+    # srank is near 2.9 then, as full's before its ramp, where at 100 steps it was 1.5, at the threshold;
+    # after 300 steps, 2.1-2.5, it crossed the threshold early in a fast ramp, at alpha 0.4-0.5, so that no
+    # recovery could lie 3x above it), then ramps over 200 steps to alpha_min = 0: every smoke driver tried
+    # (2 seeds x 3 kernel variants) settled there, while at 0.01 two of six healed and one never settled, and
+    # at 0.02 one of four: at this batch size a floor above 0 is the knife-edge itself. Two seeds and
+    # branches of 400 steps (two ramp lengths): with one event, the hinge's fade (H3) and whether a held
+    # switch recovers within the branch (H7) changed with the floating-point kernels.
+    Param(
+        "ramp_start",
+        "int",
+        "driver: alpha is 1 until this step",
+        {"smoke": 500, "full": 400, "paper": 1500},
+        low=0,
+        high=10**7,
+    ),
+    Param(
+        "ramp_end",
+        "int",
+        "driver: alpha reaches alpha_min at this step",
+        {"smoke": 700, "full": 800, "paper": 3000},
+        low=1,
+        high=10**7,
+    ),
+    Param(
+        "alpha_min",
+        "float",
+        "driver: the skip scale's floor",
+        {"smoke": 0.0, "full": 0.02, "paper": 0.02},
+        low=0.0,
+        high=1.0,
+    ),
+    Param(
+        "tail_steps",
+        "int",
+        "driver: steps held at alpha_min after the ramp (the final srank is read there)",
+        {"smoke": 200, "full": 300, "paper": 1000},
+        low=0,
+        high=10**7,
+    ),
+    Param(
+        "branch_steps",
+        "int",
+        "steps of each treatment branch (also how far the healthy run goes past the driver)",
+        {"smoke": 400, "full": 600, "paper": 4000},
+        low=10,
+        high=10**7,
+    ),
+    Param(
+        "seeds",
+        "int_list",
+        "one driver (collapse event) and one healthy network per seed",
+        {"smoke": [0, 1], "full": [0, 1, 2], "paper": [0, 1, 2, 3, 4, 5, 6, 7]},
+        low=0,
+        high=2**31 - 1,
+    ),
+    Param("threshold", "float", "collapse threshold on the last block's srank", 1.5, low=1.0, high=100.0),
+    Param(
+        "settle_steps", "int", "a collapse is settled this many steps after the first crossing", 100, low=0
+    ),
+    Param("window", "int", "measurements in the settling median", 10, low=1, high=1000),
+    Param("workers", "int", "parallel processes (one thread each) for independent runs", 2, low=1, high=64),
+]
+
+
+def validate_driver(p) -> None:
+    """Checks across the driver parameters, before any work."""
+    if p.ramp_end <= p.ramp_start:
+        raise ParameterError(
+            f"parameter 'ramp_end' = {p.ramp_end} must be larger than 'ramp_start' = {p.ramp_start}"
+        )
+    for name in ("ramp_start", "ramp_end", "tail_steps", "branch_steps"):
+        if getattr(p, name) % 10:
+            raise ParameterError(
+                f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
+                "(the measurement interval)"
+            )
+    if p.d_model % p.heads:
+        raise ParameterError(f"parameter 'd_model' = {p.d_model} must be divisible by 'heads' = {p.heads}")
+
+
+RECOVERY_PARAMS = [
+    Param(
+        "added_loss",
+        "float",
+        "Lambda: nats the 1x term adds when switched on (4x adds 4 Lambda)",
+        0.1,
+        low=1e-6,
+        high=10.0,
+    ),
+    Param(
+        "recover_frac",
+        "float",
+        "recovered when the 50-step median srank climbs this fraction of the way "
+        "from the collapse threshold to the healthy srank",
+        0.5,
+        low=0.0,
+        high=1.0,
+    ),
+    Param(
+        "recover_window", "int", "measurements (10 steps each) in the recovery median", 5, low=1, high=1000
+    ),
+]

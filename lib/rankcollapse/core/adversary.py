@@ -1,0 +1,178 @@
+"""Searching SAN parameterisations under a beta constraint: the residual ratio, projection, random and
+gradient-based (adversarial) search.
+
+The constraint is the one of Theorems 2.2/2.3: for every layer and head,
+``beta_h = ||W_Q,h W_K,h^T||_1 * ||W_V,h W_O,h||_{1,inf} <= beta``. ``beta_h`` is
+homogeneous of degree 4 in the four factors, so multiplying each of them by
+``(beta / beta_h)^(1/4)`` puts a head exactly on the constraint; :func:`project_beta`
+does that to every head above it (a feasible retraction, not the Euclidean projection).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .metrics import norm_1, norm_1inf, res
+from .san import SAN, SANConfig
+
+Tensor = torch.Tensor
+
+
+def residual_ratio(san: SAN, X: Tensor) -> Tensor:
+    """``||res(X_L)||_{1,inf} / ||res(X)||_{1,inf}`` (differentiable in the weights)."""
+    hs, _ = san.forward(X)
+    return norm_1inf(res(hs[-1])) / norm_1inf(res(X))
+
+
+TRUST_DIGITS = 1e4  # a ratio is trusted only if it is at least this many times its round-off scale
+
+
+def checked_ratio(san: SAN, X: Tensor) -> float:
+    """The residual ratio as a float, or ``inf`` when it cannot be trusted: when the forward pass leaves the
+    float range, or when the ratio is within ``TRUST_DIGITS`` of its round-off scale
+    ``eps * ||X_L|| / ||res(X)||`` (a token mean grown so large that subtracting it wipes out the residual
+    would otherwise read as collapse)."""
+    with torch.no_grad():
+        hs, _ = san.forward(X)
+        den = float(norm_1inf(res(X)))
+        if not den > 0:
+            return math.inf
+        v = float(norm_1inf(res(hs[-1]))) / den
+        scale = float(torch.finfo(X.dtype).eps) * float(norm_1inf(hs[-1])) / den
+    if not (math.isfinite(v) and math.isfinite(scale)) or v < TRUST_DIGITS * scale:
+        return math.inf
+    return v
+
+
+def head_betas(san: SAN) -> Tensor:
+    """``beta_h`` of every layer and head: shape (L, H)."""
+    WQK = san.WQ @ san.WK.transpose(-1, -2)
+    return norm_1(WQK) * norm_1inf(san.WV @ san.WO)
+
+
+def project_beta(san: SAN, beta: float, exact: bool = False) -> None:
+    """In place: scale every head with ``beta_h > beta`` (all heads with ``beta_h > 0`` if ``exact``) onto
+    ``beta_h = beta``, by the factor ``(beta / beta_h)^(1/4)`` on each of W_Q, W_K, W_V, W_O."""
+    with torch.no_grad():
+        bh = head_betas(san)
+        mask = (bh > 0) if exact else (bh > beta)
+        t = torch.where(mask, (beta / bh.clamp_min(1e-300)) ** 0.25, torch.ones_like(bh))
+        t = t[..., None, None]
+        for w in (san.WQ, san.WK, san.WV, san.WO):
+            w.mul_(t)
+
+
+def random_on_constraint(cfg: SANConfig, beta: float, gen: torch.Generator, dtype=torch.float64) -> SAN:
+    """Gaussian weights (with a log-uniform scale in [0.1, 10] per draw) put exactly on ``beta_h = beta``."""
+    L, H, d, dqk, dv = cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.dqk, cfg.dv
+    s = 10 ** (2 * float(torch.rand((), generator=gen, dtype=torch.float64)) - 1)
+
+    def draw(*shape):
+        return (torch.randn(*shape, generator=gen, dtype=torch.float64) * s / math.sqrt(shape[-2])).to(dtype)
+
+    san = SAN(
+        cfg,
+        draw(L, H, d, dqk),
+        draw(L, H, d, dqk),
+        draw(L, H, d, dv),
+        draw(L, H, dv, d),
+        torch.zeros(L, d, dtype=dtype),
+    )
+    project_beta(san, beta, exact=True)
+    return san
+
+
+def sharpen_subtract(cfg: SANConfig, a: float, c: float, dtype=torch.float64) -> SAN:
+    """A structured candidate: head 0 of every layer has ``W_QK = a * Pi`` (sharp, near-identity attention)
+    and ``W_h = -c * Pi`` (subtract the attended token), ``Pi`` the projector on the first ``min(d_qk, d_v)``
+    coordinates; other heads are zero. Then ``beta_0 = a * c``, and ``X + P X W_h -> 0`` as ``P -> I``,
+    c -> 1."""
+    L, H, d, dqk, dv = cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.dqk, cfg.dv
+    WQ = torch.zeros(L, H, d, dqk, dtype=dtype)
+    WK = torch.zeros_like(WQ)
+    WV = torch.zeros(L, H, d, dv, dtype=dtype)
+    WO = torch.zeros(L, H, dv, d, dtype=dtype)
+    k = min(dqk, dv, d)
+    eye = torch.eye(k, dtype=dtype)
+    WQ[:, 0, :k, :k] = math.sqrt(a) * eye
+    WK[:, 0, :k, :k] = math.sqrt(a) * eye
+    WV[:, 0, :k, :k] = -math.sqrt(c) * eye
+    WO[:, 0, :k, :k] = math.sqrt(c) * eye
+    return SAN(cfg, WQ, WK, WV, WO, torch.zeros(L, d, dtype=dtype))
+
+
+def clone(san: SAN) -> SAN:
+    return SAN(san.cfg, *(t.detach().clone() for t in (san.WQ, san.WK, san.WV, san.WO, san.b)))
+
+
+def random_search(
+    cfg: SANConfig, X: Tensor, beta: float, samples: int, gen: torch.Generator
+) -> tuple[float, SAN]:
+    """Smallest residual ratio over ``samples`` random parameterisations on the constraint."""
+    best, best_san = math.inf, None
+    with torch.no_grad():
+        for _ in range(samples):
+            san = random_on_constraint(cfg, beta, gen, X.dtype)
+            v = checked_ratio(san, X)
+            if v < best:
+                best, best_san = v, san
+    return best, best_san
+
+
+def structured_search(cfg: SANConfig, X: Tensor, beta: float, grid: int = 25) -> tuple[float, SAN]:
+    """Best :func:`sharpen_subtract` candidate with ``a * c = beta`` over a log grid of ``a``."""
+    best, best_san = math.inf, None
+    with torch.no_grad():
+        for i in range(grid):
+            a = beta * 10 ** (-3 + 6 * i / (grid - 1)) if beta > 0 else 0.0
+            a = max(a, 1e-12)
+            c = beta / a
+            san = sharpen_subtract(cfg, a, c, X.dtype)
+            v = checked_ratio(san, X)
+            if v < best:
+                best, best_san = v, san
+    return best, best_san
+
+
+def on_constraint(cfg: SANConfig, theta: list[Tensor], beta: float) -> SAN:
+    """The SAN whose every head is ``theta``'s head scaled onto ``beta_h = beta`` (differentiable in
+    ``theta``)."""
+    Q, K, V, O = theta
+    bh = norm_1(Q @ K.transpose(-1, -2)) * norm_1inf(V @ O)
+    t = ((beta / bh.clamp_min(1e-300)) ** 0.25)[..., None, None]
+    return SAN(cfg, Q * t, K * t, V * t, O * t, torch.zeros(cfg.n_layers, cfg.d_model, dtype=Q.dtype))
+
+
+def adversarial_search(start: SAN, X: Tensor, beta: float, steps: int, lr: float) -> tuple[float, SAN]:
+    """Gradient descent (Adam) on ``log`` of the residual ratio, every head held on ``beta_h = beta`` by a
+    scale-invariant parameterisation (``theta`` free, weights = ``theta`` scaled onto the constraint), from
+    ``start``; keeps the best point. Returns (smallest ratio, its SAN)."""
+    with torch.no_grad():
+        bh = (
+            head_betas(start).clamp_min(1e-300)[..., None, None] ** 0.25
+        )  # theta normalised to beta_h(theta) = 1
+        theta = [(w / bh).clone().requires_grad_(True) for w in (start.WQ, start.WK, start.WV, start.WO)]
+    opt = torch.optim.Adam(theta, lr=lr)
+    eps = float(torch.finfo(X.dtype).eps)
+    best, best_san = math.inf, None
+    for _ in range(steps + 1):
+        opt.zero_grad()
+        san = on_constraint(start.cfg, theta, beta)
+        hs, _ = san.forward(X)
+        den = norm_1inf(res(X))
+        ratio = norm_1inf(res(hs[-1])) / den
+        if not torch.isfinite(ratio):
+            break
+        v = float(ratio.detach())
+        scale = eps * float(norm_1inf(hs[-1].detach())) / float(den)
+        if (
+            not math.isfinite(scale) or v < TRUST_DIGITS * scale
+        ):  # only trusted values count (see checked_ratio)
+            v = math.inf
+        if v < best:
+            best, best_san = v, clone(san)
+        torch.log(ratio).backward()
+        opt.step()
+    return best, best_san

@@ -1,0 +1,246 @@
+"""Self-attention networks (SANs) as in Dong, Cordonnier & Loukas (2021).
+
+One layer with H heads maps tokens ``X`` (rows) to
+
+    SA(X) = sum_h P_h X W_h + 1 b^T,   P_h = softmax(X W_Q,h W_K,h^T X^T / sqrt(d_qk)),
+    W_h = W_V,h W_O,h,
+
+and, with a skip connection, ``X + SA(X)``. Weights are plain tensors so that
+the same object serves forward passes, path decompositions, bounds and
+gradient-based searches (set ``requires_grad`` on them).
+
+Optional components (all off by default; the defaults reproduce the plain SAN
+bit for bit, and their weights come from a separate random stream so the SAN's
+own draws never change):
+
+* an MLP after the attention sublayer (``mlp_hidden > 0``), applied token-wise,
+  ``MLP(Y) = act(Y W_1 + 1 b_1^T) W_2 + 1 b_2^T``; ``mlp_scale`` multiplies
+  ``W_2`` and ``b_2``, so it multiplies the MLP's Lipschitz constant exactly;
+* layer normalisation (``layernorm = "post"``: ``LN(sublayer(X) [+ X])`` after
+  each sublayer, as in BERT; ``"pre"``: ``sublayer(LN(X)) [+ X]``), with gain 1
+  and bias 0 unless the tensors are set.
+
+With an MLP or LN the path decomposition of Theorem 2.1 no longer holds;
+:mod:`rankcollapse.core.paths` refuses such networks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+
+Tensor = torch.Tensor
+MLP_ACTS = ("relu", "linear")
+LAYERNORMS = ("none", "post", "pre")
+MLP_STREAM = 0x6D6C70  # offset of the MLP weights' random stream from the SAN's seed
+
+
+@dataclass(frozen=True)
+class SANConfig:
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_qk: int | None = None  # per head; default d_model // n_heads
+    d_v: int | None = None  # per head; default d_model // n_heads
+    skip: bool = False
+    bias: bool = True
+    weight_scale: float = 1.0
+    mlp_hidden: int = 0  # MLP width m; 0 = no MLP (a pure SAN)
+    mlp_scale: float = 1.0  # multiplies W_2 and b_2: the MLP's Lipschitz constant scales with it exactly
+    mlp_act: str = "relu"  # "relu" (1-Lipschitz) or "linear" (for checks with a known constant)
+    layernorm: str = "none"  # "none", "post" (LN(sublayer(X) [+X])) or "pre" (sublayer(LN(X)) [+X])
+    ln_eps: float = 1e-5
+
+    def __post_init__(self):
+        if self.mlp_hidden < 0:
+            raise ValueError(f"mlp_hidden must be >= 0, not {self.mlp_hidden}")
+        if self.mlp_act not in MLP_ACTS:
+            raise ValueError(f"mlp_act must be one of {MLP_ACTS}, not {self.mlp_act!r}")
+        if self.layernorm not in LAYERNORMS:
+            raise ValueError(f"layernorm must be one of {LAYERNORMS}, not {self.layernorm!r}")
+
+    @property
+    def plain(self) -> bool:
+        """True for a pure SAN (no MLP, no LN): the network Theorem 2.1 decomposes."""
+        return self.mlp_hidden == 0 and self.layernorm == "none"
+
+    @property
+    def dqk(self) -> int:
+        return self.d_qk or max(1, self.d_model // self.n_heads)
+
+    @property
+    def dv(self) -> int:
+        return self.d_v or max(1, self.d_model // self.n_heads)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class SAN:
+    """A depth-L, H-head self-attention network with explicit weight tensors.
+
+    Shapes: ``WQ, WK`` (L, H, d, d_qk); ``WV`` (L, H, d, d_v); ``WO`` (L, H, d_v, d);
+    ``b`` (L, d). Inputs ``X`` have shape (..., n, d).
+    Optional: MLP ``W1`` (L, d, m), ``b1`` (L, m), ``W2`` (L, m, d), ``b2`` (L, d);
+    LN gains and biases ``ln1_g, ln1_b`` (attention sublayer) and ``ln2_g, ln2_b``
+    (MLP sublayer), each (L, d).
+    """
+
+    EXTRA = ("W1", "b1", "W2", "b2", "ln1_g", "ln1_b", "ln2_g", "ln2_b")
+
+    def __init__(self, cfg: SANConfig, WQ: Tensor, WK: Tensor, WV: Tensor, WO: Tensor, b: Tensor, **extra):
+        self.cfg, self.WQ, self.WK, self.WV, self.WO, self.b = cfg, WQ, WK, WV, WO, b
+        unknown = set(extra) - set(self.EXTRA)
+        if unknown:
+            raise TypeError(f"unknown SAN tensors {sorted(unknown)}")
+        for k in self.EXTRA:
+            setattr(self, k, extra.get(k))
+        L, d = cfg.n_layers, cfg.d_model
+        if cfg.mlp_hidden and any(getattr(self, k) is None for k in ("W1", "b1", "W2", "b2")):
+            raise ValueError("a SAN with mlp_hidden > 0 needs W1, b1, W2, b2")
+        if cfg.layernorm != "none":
+            for k, fill in (("ln1_g", 1.0), ("ln1_b", 0.0), ("ln2_g", 1.0), ("ln2_b", 0.0)):
+                if getattr(self, k) is None:
+                    setattr(self, k, torch.full((L, d), fill, dtype=WQ.dtype, device=WQ.device))
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def random(cls, cfg: SANConfig, seed: int, dtype=torch.float64, device="cpu") -> "SAN":
+        """Gaussian weights, entries N(0, weight_scale^2 / fan_in), drawn from ``seed``."""
+        g = torch.Generator(device="cpu").manual_seed(int(seed))
+        L, H, d, dqk, dv, s = cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.dqk, cfg.dv, cfg.weight_scale
+
+        def draw(*shape, fan_in):
+            w = torch.randn(*shape, generator=g, dtype=torch.float64) * (s / math.sqrt(fan_in))
+            return w.to(dtype=dtype, device=device)
+
+        WQ = draw(L, H, d, dqk, fan_in=d)
+        WK = draw(L, H, d, dqk, fan_in=d)
+        WV = draw(L, H, d, dv, fan_in=d)
+        WO = draw(L, H, dv, d, fan_in=dv * H)
+        b = draw(L, d, fan_in=d) if cfg.bias else torch.zeros(L, d, dtype=dtype, device=device)
+        extra = {}
+        if cfg.mlp_hidden:
+            # a separate stream: adding an MLP never changes the attention weights of the same seed
+            g2 = torch.Generator(device="cpu").manual_seed(int(seed) + MLP_STREAM)
+            m, c = cfg.mlp_hidden, cfg.mlp_scale
+
+            def draw2(*shape, var):
+                w = torch.randn(*shape, generator=g2, dtype=torch.float64) * math.sqrt(var)
+                return w.to(dtype=dtype, device=device)
+
+            gain = 2.0 if cfg.mlp_act == "relu" else 1.0  # He: relu keeps the mean square
+            extra["W1"] = draw2(L, d, m, var=gain / d)
+            extra["W2"] = draw2(L, m, d, var=1.0 / m) * c
+            if cfg.bias:
+                extra["b1"] = draw2(L, m, var=1.0 / d)
+                extra["b2"] = draw2(L, d, var=1.0 / m) * c
+            else:
+                extra["b1"] = torch.zeros(L, m, dtype=dtype, device=device)
+                extra["b2"] = torch.zeros(L, d, dtype=dtype, device=device)
+        return cls(cfg, WQ, WK, WV, WO, b, **extra)
+
+    def to(self, dtype=None, device=None) -> "SAN":
+        conv = lambda t: None if t is None else t.to(dtype=dtype or t.dtype, device=device or t.device)  # noqa: E731
+        return SAN(
+            self.cfg,
+            *(conv(t) for t in (self.WQ, self.WK, self.WV, self.WO, self.b)),
+            **{k: conv(getattr(self, k)) for k in self.EXTRA if getattr(self, k) is not None},
+        )
+
+    @property
+    def dtype(self):
+        return self.WQ.dtype
+
+    # -- the pieces of one layer --------------------------------------------------------
+    def attention(self, l: int, X: Tensor) -> Tensor:
+        """Row-stochastic attention matrices of layer ``l``: shape (..., H, n, n)."""
+        Xh = X.unsqueeze(-3)  # (..., 1, n, d)
+        Qm = Xh @ self.WQ[l]  # (..., H, n, dqk)
+        Km = Xh @ self.WK[l]
+        logits = Qm @ Km.transpose(-1, -2) / math.sqrt(self.cfg.dqk)
+        return torch.softmax(logits, dim=-1)
+
+    def head_maps(self, l: int) -> Tensor:
+        """``W_h = W_V,h W_O,h`` for every head of layer ``l``: shape (H, d, d)."""
+        return self.WV[l] @ self.WO[l]
+
+    def mix(self, l: int, P: Tensor, Y: Tensor) -> Tensor:
+        """``T_l(Y) = sum_h P_h Y W_h`` with the attention matrices ``P`` held fixed.
+
+        Computed in the factored form ``P_h (Y W_V,h) W_O,h`` that a forward pass uses.
+        ``Y`` may carry extra leading batch dimensions that ``P`` broadcasts over.
+        """
+        V = Y.unsqueeze(-3) @ self.WV[l]  # (..., H, n, dv)
+        return ((P @ V) @ self.WO[l]).sum(dim=-3)
+
+    def layernorm(self, X: Tensor, g: Tensor, b: Tensor) -> Tensor:
+        """Token-wise layer normalisation ``(x - mean(x)) / sqrt(var(x) + eps) * g + b`` (biased
+        variance)."""
+        from .layernorm import layer_norm
+
+        return layer_norm(X, g, b, self.cfg.ln_eps)
+
+    def mlp(self, l: int, Y: Tensor) -> Tensor:
+        """The token-wise MLP of layer ``l``: ``act(Y W_1 + b_1) W_2 + b_2``."""
+        Z = Y @ self.W1[l] + self.b1[l]
+        if self.cfg.mlp_act == "relu":
+            Z = torch.relu(Z)
+        return Z @ self.W2[l] + self.b2[l]
+
+    def sublayers(self, l: int, X: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Layer ``l`` in its parts: ``(after attention sublayer, after MLP sublayer = X_l, P_l)``.
+
+        Without MLP the two states coincide. ``P_l`` is formed from the attention sublayer's input
+        (``LN(X)`` under pre-LN).
+        """
+        cfg = self.cfg
+        A = self.layernorm(X, self.ln1_g[l], self.ln1_b[l]) if cfg.layernorm == "pre" else X
+        P = self.attention(l, A)
+        Y = self.mix(l, P, A) + self.b[l]
+        if cfg.skip:
+            Y = Y + X
+        if cfg.layernorm == "post":
+            Y = self.layernorm(Y, self.ln1_g[l], self.ln1_b[l])
+        if not cfg.mlp_hidden:
+            return Y, Y, P
+        B = self.layernorm(Y, self.ln2_g[l], self.ln2_b[l]) if cfg.layernorm == "pre" else Y
+        Z = self.mlp(l, B)
+        if cfg.skip:
+            Z = Z + Y
+        if cfg.layernorm == "post":
+            Z = self.layernorm(Z, self.ln2_g[l], self.ln2_b[l])
+        return Y, Z, P
+
+    def layer(self, l: int, X: Tensor) -> tuple[Tensor, Tensor]:
+        """One layer: returns ``(X_l, P_l)``."""
+        if not self.cfg.plain:
+            _, Z, P = self.sublayers(l, X)
+            return Z, P
+        P = self.attention(l, X)
+        Y = self.mix(l, P, X) + self.b[l]
+        if self.cfg.skip:
+            Y = Y + X
+        return Y, P
+
+    def forward(self, X: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        """All hidden states ``[X_0 = X, X_1, ..., X_L]`` and attention matrices ``[P_1..P_L]``."""
+        hs, atts = [X], []
+        for l in range(self.cfg.n_layers):
+            X, P = self.layer(l, X)
+            hs.append(X)
+            atts.append(P)
+        return hs, atts
+
+    __call__ = forward
+
+
+def random_tokens(
+    n: int, d: int, seed: int, batch: int | None = None, dtype=torch.float64, device="cpu"
+) -> Tensor:
+    """Standard Gaussian token matrix (n, d), or a batch (batch, n, d), from ``seed``."""
+    g = torch.Generator(device="cpu").manual_seed(int(seed))
+    shape = (n, d) if batch is None else (batch, n, d)
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype=dtype, device=device)
