@@ -78,12 +78,22 @@ runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=P
 
 
 def _children(pid):
-    out = subprocess.run(["ps", "-eo", "pid=,ppid=,args="], capture_output=True, text=True).stdout
-    return [
-        int(line.split()[0])
-        for line in out.splitlines()
-        if int(line.split()[1]) == pid and "kernel_launcher" in line
-    ]
+    """The chapter kernels started by ``pid``, read from /proc (``ps`` cuts its ``args`` column to $COLUMNS,
+    so a long interpreter path hid the kernel's module name)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if ppid == pid and b"kernel_launcher" in cmdline:
+            kids.append(int(d))
+    return kids
 
 
 def test_a_killed_runner_takes_its_kernel_with_it(tmp_path):
