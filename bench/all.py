@@ -8,6 +8,8 @@ Rows:
 - bench/train_throughput.py (when present): training throughput of the library's model against a plain loop;
 - wall time per chapter at smoke (CI budget) and at full (the published book), from the last builds
   (build/<profile>/<chapter>/results.json, else the recorded data/expected/<profile>/);
+- how busy the cores were in the last parallel run (build/<profile>/last-run.json: the CPU time of the
+  chapters that ran over cores x wall time);
 - a no-change rebuild: `rcbook run all --profile smoke` with everything cached, timed here.
 Exits non-zero if any row misses its target.
 """
@@ -104,6 +106,27 @@ def main(argv=None) -> int:
                 "unit": "min",
                 "target": "<= 90 on 2 cores",
                 "ok": tot / 2 <= 5400,
+            }
+        )
+    for profile in ("full", "smoke"):  # how busy the cores were in the last parallel run of each profile
+        log = REPO / "build" / profile / "last-run.json"
+        if not log.exists():
+            continue
+        import json
+
+        doc = json.loads(log.read_text())
+        cpu = sum(c["cpu_s"] for c in doc["chapters"].values() if c["status"] == "ran")
+        n_ran = sum(c["status"] == "ran" for c in doc["chapters"].values())
+        if n_ran < 2:
+            continue
+        busy = cpu / (doc["cores"] * doc["wall_s"])
+        rows.append(
+            {
+                "benchmark": f"core use, last run at {profile} ({n_ran} ran, {doc['cores']} cores)",
+                "measured": busy,
+                "unit": "CPU/(cores*wall)",
+                "target": ">= 0.9 (full book)" if profile == "full" else "- (smoke)",
+                "ok": busy >= 0.9 if profile == "full" else True,
             }
         )
     print(

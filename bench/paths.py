@@ -8,8 +8,15 @@ Prints, from one run on one thread:
    at L=6, H=4 (target: >= 100x faster), and over a grid of L and H beside the ratio of head
    applications the path count predicts, ((H+1)^L - 1) / (H L (L+1) / 2);
 2. the recursion's time at BERT-Base size (L=12, H=12, n=128, d=768) in units of one forward pass of
-   the same network (target: <= 2 L = 24).
-Both methods produce the same per-length sums (checked here too). Times are medians over repeats.
+   the same network (target: <= 3.5). The forward pass is the library's `SAN.forward`, which mixes the
+   heads with the same GEMMs as the recursion's `SAN.mix`; the two are timed alternately in one process
+   (rounds of one recursion and the median of three forward passes), and the ratio is of their medians
+   over the rounds. The FLOP count's ideal is about 3.25: the recursion applies the value and output
+   projections and P V to l stacked components at layer l, L (L+1) / 2 = 78 such applications of
+   2 n d^2 + n^2 d multiply-adds each, against L = 12 forward layers of 4 n d^2 + 2 n^2 d
+   (Q, K, V, O projections, the logits and P V).
+Both methods produce the same per-length sums (checked here too, and at BERT-Base size the recursion's
+total against the forward pass's output). Times are medians over repeats.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import torch
 
 from rankcollapse.core.paths import length_components, path_sum_enumerated
 from rankcollapse.core.san import SAN, SANConfig, random_tokens
+
+TARGET_FORWARDS = 3.5  # the recursion at BERT-Base size, in forward passes (ideal by FLOPs: about 3.25)
 
 
 def median_time(fn, repeats: int) -> float:
@@ -78,15 +87,22 @@ def measure(quick: bool = False, echo=print) -> list[dict]:
         )
 
     L, H, nb, db = 12, 12, (32 if quick else 128), 768
-    san, X, _ = network(L, H, nb, db)
+    san, X, atts = network(L, H, nb, db)
+    rounds = 3 if quick else 7
     with torch.no_grad():
-        t_fwd = median_time(lambda: san.forward(X), 5)
-        _, atts = san.forward(X)
-        t_rec = median_time(lambda: length_components(san, X, atts), 3)
+        hs, _ = san.forward(X)
+        split = length_components(san, X, atts)
+        err = float((split.total() - hs[-1]).norm() / hs[-1].norm())
+        t_fwd, t_rec = [], []
+        for _ in range(rounds):  # alternately, so that a change in the machine's load hits both alike
+            t_fwd.append(median_time(lambda: san.forward(X), 3))
+            t_rec.append(median_time(lambda: length_components(san, X, atts), 1))
+    t_fwd, t_rec = statistics.median(t_fwd), statistics.median(t_rec)
     ratio = t_rec / t_fwd
     echo(
         f"2. BERT-Base size (L={L}, H={H}, n={nb}, d={db}, float32, {(H + 1) ** L:.2e} paths): "
-        f"forward pass {t_fwd:.3f} s, recursion {t_rec:.3f} s"
+        f"forward pass {t_fwd:.3f} s, recursion {t_rec:.3f} s (medians over {rounds} alternating rounds), "
+        f"{ratio:.2f} forward passes; recursion total vs forward output: rel. error {err:.1e}"
     )
     return [
         {
@@ -100,8 +116,8 @@ def measure(quick: bool = False, echo=print) -> list[dict]:
             "benchmark": f"path recursion at BERT-Base size (n={nb})",
             "measured": ratio,
             "unit": "forward passes",
-            "target": f"<= {2 * L}",
-            "ok": ratio <= 2 * L,
+            "target": f"<= {TARGET_FORWARDS}",
+            "ok": ratio <= TARGET_FORWARDS,
         },
     ]
 

@@ -7,17 +7,7 @@ import pytest
 
 from rankcollapse.book.build import build_staged, stage
 from rankcollapse.book.runner import run_chapter
-
-SMALL = {
-    "recon_layers": [1, 2],
-    "recon_heads": [1],
-    "big_layers": 2,
-    "big_heads": 2,
-    "big_tokens": 8,
-    "big_d": 8,
-    "share_scales": [1.0],
-    "share_seeds": 1,
-}
+from tiny import DECOMPOSITION as SMALL
 
 
 @pytest.fixture(scope="module")

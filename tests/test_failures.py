@@ -6,19 +6,10 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
 from rankcollapse.book import runner
-
-SMALL = {
-    "recon_layers": [1, 2],
-    "recon_heads": [1],
-    "big_layers": 2,
-    "big_heads": 2,
-    "big_tokens": 8,
-    "big_d": 8,
-    "share_scales": [1.0],
-    "share_seeds": 1,
-}
+from tiny import DECOMPOSITION as SMALL
 
 
 def planted(source: str, real=runner.to_notebook):
@@ -71,8 +62,7 @@ sys.path.insert(0, sys.argv[2])
 from rankcollapse.book import runner
 from test_failures import planted
 runner.to_notebook = planted("import time; time.sleep(120)")
-SMALL = {"recon_layers": [1, 2], "recon_heads": [1], "big_layers": 2, "big_heads": 2, "big_tokens": 8,
-         "big_d": 8, "share_scales": [1.0], "share_seeds": 1}
+from tiny import DECOMPOSITION as SMALL
 runner.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=Path(sys.argv[1]))
 """
 
@@ -103,7 +93,9 @@ def test_a_killed_runner_takes_its_kernel_with_it(tmp_path):
     runner_proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, str(tmp_path), os.path.dirname(__file__)],
         env=dict(os.environ, OMP_NUM_THREADS="1"),
+        start_new_session=True,
     )
+    _STARTED.append(runner_proc)
     kernels = []
     for _ in range(300):  # wait for the kernel to start (and reach the sleeping cell)
         kernels = _children(runner_proc.pid)
@@ -193,13 +185,33 @@ def _descendants(pid):
     return out
 
 
+_STARTED: list = []  # every rcbook run a test started: ended at the test's end, whatever the test's outcome
+
+
+@pytest.fixture(autouse=True)
+def _end_what_the_test_started():
+    yield
+    import signal
+
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:  # a failed test left it running: end it and what it started (its session)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
 def _rcbook(build, *args, **kw):
     env = dict(os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(build))
     env.pop("RCBOOK_STATES", None)
     env.pop("RCBOOK_CACHE", None)
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "rankcollapse.book.cli", *args], env=env, start_new_session=True, **kw
     )
+    _STARTED.append(proc)
+    return proc
 
 
 def _results(build, chapter):
@@ -358,12 +370,13 @@ def test_a_cached_chapter_is_rerun_when_a_state_it_consumed_changes(tmp_path, mo
 
 
 def test_sigterm_ends_a_parallel_run_and_everything_it_started(tmp_path):
-    """`timeout`, a CI job's end: SIGTERM to `rcbook run all -j 2` ends it and every chapter process,
-    kernel and worker within seconds, and no chapter starts after it."""
+    """`timeout`, a CI job's end: SIGTERM to `rcbook run all -j 4` ends it and every chapter process,
+    kernel and worker within seconds, and no chapter starts after it. (-j counts cores: the two longest
+    chapters, which start first, train with two workers each.)"""
     import signal
     import time
 
-    proc = _rcbook(tmp_path, "run", "all", "--profile", "smoke", "-j", "2")
+    proc = _rcbook(tmp_path, "run", "all", "--profile", "smoke", "-j", "4")
     seen, t0 = set(), time.time()
     while time.time() - t0 < 120:  # until both chapter processes run a kernel
         seen |= _descendants(proc.pid)

@@ -189,8 +189,8 @@ def test_slowing_and_trade_summaries():
         and sl["fall_after_peak"] == pytest.approx(3.0)
     )
     assert sl["rho_upto_peak"] == pytest.approx(1.0)
-    text = mlpc.describe_slowing(summ, 1.0)
-    assert "rises by 4.00 decades" in text and "falls by 3.00" in text and "1 of 4" in text
+    text = mlpc.table_slowing(summ, {1.0: sl})
+    assert "| 4.00, 3.00 |" in text and "| 1 of 4 |" in text
     tr = mlpc.trade(
         [
             {"mlp_scale": s, "lambda": s, "A": a, "log10_sens_abs": s, "log10_sens_rel": s}

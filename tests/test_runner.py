@@ -11,18 +11,9 @@ import pytest
 from rankcollapse.book.records import compare
 from rankcollapse.book.results import load, strip_volatile
 from rankcollapse.book.runner import run_chapter
+from tiny import DECOMPOSITION as SMALL
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = {
-    "recon_layers": [1, 2],
-    "recon_heads": [1, 2],
-    "big_layers": 3,
-    "big_heads": 2,
-    "big_tokens": 8,
-    "big_d": 16,
-    "share_scales": [1.0],
-    "share_seeds": 1,
-}
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +31,47 @@ def test_outputs_written(two_runs):
     doc = load(out / "results.json")
     assert doc["profile"] == "smoke" and doc["params"]["big_d"] == 16 and doc["seed"] == 0
     assert doc["library_version"] and doc["wall_time_s"] > 0
+    # the kernel's CPU time (it imports torch and computes: well above nothing), never compared
+    assert 0.5 < doc["cpu_time_s"] < 300 and "cpu_time_s" not in strip_volatile(doc)
     assert doc["verdicts"]["D1"]["verdict"] == "supported"
     assert {p.name for p in (out / "figures").iterdir()} >= {"fig-recon-error.png", "fig-path-lengths.png"}
+
+
+def test_progress_goes_to_the_log_not_the_page(two_runs):
+    out = two_runs[0] / "smoke" / "decomposition"
+    nb = json.loads((out / "decomposition.ipynb").read_text())
+    streams = [
+        o
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+        if o["output_type"] == "stream"
+    ]
+    assert not streams, f"the page holds printed output: {streams[:2]}"
+    log = (out / "progress.log").read_text().splitlines()
+    assert any("reconstruction L=2 H=2 done" in line for line in log), log
+    assert log[-1].startswith("[decomposition") and "results: results.json" in log[-1]
+
+
+def test_verbose_streams_the_progress_lines(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1", RCBOOK_BUILD=str(tmp_path))
+    args = [a for k, v in SMALL.items() for a in ("-p", k, json.dumps(v))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rankcollapse.book.cli",
+        "run",
+        "decomposition",
+        "--profile",
+        "smoke",
+        *args,
+    ]
+    quiet = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "reconstruction L=2 H=2 done" not in quiet.stdout + quiet.stderr
+    loud = subprocess.run([*cmd, "-v", "--force"], env=env, capture_output=True, text=True)
+    assert loud.returncode == 0, loud.stderr
+    assert "[decomposition" in loud.stderr and "reconstruction L=2 H=2 done" in loud.stderr
 
 
 def test_deterministic(two_runs):
@@ -129,3 +159,41 @@ def test_glued_text_is_never_read_as_a_file_name(tmp_path, monkeypatch):
     (tmp_path / "note.md").write_text("file contents")
     assert as_markdown(".")._repr_markdown_() == "."
     assert as_markdown("note.md")._repr_markdown_() == "note.md"
+
+
+def test_the_longest_chapters_start_first_and_take_their_workers_cores(monkeypatch):
+    from rankcollapse.book import runner
+
+    times = {"a": 10.0, "b": 300.0, "c": float("inf"), "d": 300.0}
+    monkeypatch.setattr(runner, "expected_seconds", lambda n, profile: times[n])
+    resolved = {"a": {"workers": 4}, "b": {"workers": 2}, "c": {}, "d": {"workers": None}}
+    assert runner.schedule(["a", "b", "c", "d"], resolved, "smoke", jobs=2) == [
+        ("c", 1),  # never timed: counts as longest
+        ("b", 2),
+        ("d", 1),  # ties keep the order given
+        ("a", 2),  # 4 workers, but never more cores than the budget
+    ]
+
+
+def test_expected_seconds_come_from_the_record():
+    from rankcollapse.book import runner
+
+    rec = json.loads((REPO / "data" / "expected" / "smoke" / "repair-path.json").read_text())
+    assert runner.expected_seconds("repair-path", "smoke") == rec["wall_time_s"]
+    assert (
+        runner.expected_seconds("repair-path", "paper") == float("inf")
+        or (REPO / "data" / "expected" / "paper" / "repair-path.json").exists()
+    )
+
+
+def test_a_parallel_run_logs_its_wall_and_each_chapters_cpu_time(tmp_path):
+    from rankcollapse.book import runner
+
+    outs = [
+        runner.RunOutcome("a", "ran", 10.0, tmp_path, cpu_seconds=19.0),
+        runner.RunOutcome("b", "cached", 0.0, tmp_path),
+    ]
+    doc = json.loads(runner.write_run_log(tmp_path, outs, 2, 11.0).read_text())
+    assert doc["cores"] == 2 and doc["wall_s"] == 11.0
+    assert doc["chapters"]["a"] == {"status": "ran", "wall_s": 10.0, "cpu_s": 19.0}
+    assert doc["chapters"]["b"]["status"] == "cached"

@@ -83,20 +83,21 @@ def status_page(profile: str, root: Path | None = None) -> str:
         "*Matches recorded* compares its results file with `data/expected/"
         f"{profile}/<chapter>.json` value by value, each within its own recorded tolerance.",
         "",
-        "| chapter | profile | wall time (s) | device | matches recorded | verdicts |",
-        "|---|---|---|---|---|---|",
+        "| chapter | profile | wall time (s) | CPU time (s) | device | matches recorded | verdicts |",
+        "|---|---|---|---|---|---|---|",
     ]
     for ch in CHAPTERS:
         p = build_dir(profile, root) / ch / "results.json"
         if not p.exists():
-            lines.append(f"| {ch} | {profile} | - | - | not run | - |")
+            lines.append(f"| {ch} | {profile} | - | - | - | not run | - |")
             continue
         doc = load(p)
         st, _ = check_chapter(profile, ch, root)
         verdicts = ", ".join(f"{k}: {v['verdict']}" for k, v in doc.get("verdicts", {}).items()) or "-"
+        cpu = f"{doc['cpu_time_s']:.1f}" if "cpu_time_s" in doc else "-"
         lines.append(
-            f"| [{ch}]({ch}.ipynb) | {doc['profile']} | {doc['wall_time_s']:.1f} | {doc['device']} | "
-            f"{st} | {verdicts} |"
+            f"| [{ch}]({ch}.ipynb) | {doc['profile']} | {doc['wall_time_s']:.1f} | {cpu} | "
+            f"{doc['device']} | {st} | {verdicts} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -122,7 +122,7 @@ def cmd_run(a) -> int:
     names = _names([a.chapter])
     if (rc := paper_guard(a, names)) is not None:
         return rc
-    if a.verbose:  # stream every cell's output (the chapter's progress lines) as it runs
+    if a.verbose:  # stream every cell's output and the chapter's progress lines as it runs
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     outcomes = run_many(
         names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs, log_output=a.verbose

@@ -24,6 +24,7 @@ import os
 import platform
 import random
 import re
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,6 +61,9 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+PROGRESS_LOG = "progress.log"  # a chapter's progress lines, in its output folder
 
 
 class Chapter:
@@ -159,12 +163,20 @@ class Chapter:
         glue(name, Image(filename=str(path)), display=False)
 
     def progress(self, msg: str) -> None:
-        """One line per stage, with elapsed time (stdout, so it lands in the notebook and the log)."""
-        print(f"[{self.name} {time.perf_counter() - self._t0:7.1f}s] {msg}", flush=True)
+        """One line per stage, with elapsed time, into the log, never into the page: appended to
+        ``progress.log`` in the output folder, and written to the kernel's own stderr (the runner's
+        terminal) when ``$RCBOOK_VERBOSE`` is set (``rcbook run -v``)."""
+        line = f"[{self.name} {time.perf_counter() - self._t0:7.1f}s] {msg}\n"
+        with open(self.out / PROGRESS_LOG, "a") as f:
+            f.write(line)
+        if os.environ.get("RCBOOK_VERBOSE") and sys.__stderr__ is not None:
+            sys.__stderr__.write(line)
+            sys.__stderr__.flush()
 
     def finish(self) -> Path:
         path = self.results.save(self.out / "results.json", time.perf_counter() - self._t0)
-        print(f"results: {path} ({len(self.results.values)} values, {len(self.results.verdicts)} verdicts)")
+        n_values, n_verdicts = len(self.results.values), len(self.results.verdicts)
+        self.progress(f"results: {path} ({n_values} values, {n_verdicts} verdicts)")
         return path
 
 

@@ -234,7 +234,15 @@ def parameters_cell(schema: Schema) -> str:
         # an optional one as the string "Optional[...]": evaluated it would need an import, and papermill's
         # reader of the cell does not take "str | None"
         kind = f'"Optional[{TYPE_NAMES[p.kind]}]"' if p.optional else TYPE_NAMES[p.kind]
-        code = f"{p.name}: {kind} = {p.default('full')!r}"
+        value = p.default("full")
+        code = f"{p.name}: {kind} = {value!r}"
+        if len(code) > CELL_WIDTH - 24 and isinstance(value, (list, tuple)) and value:
+            # a long list, one item run per line; the doc follows its closing bracket (papermill reads the
+            # value over the lines and the doc from the comment on its last line)
+            items = _wrap([f"{v!r}," for v in value], CELL_WIDTH - 4, CELL_WIDTH - 4)
+            out.append(f"{p.name}: {kind} = {'[' if isinstance(value, list) else '('}")
+            out.extend(f"    {x}" for x in items)
+            code = "]" if isinstance(value, list) else ")"
         first = CELL_WIDTH - len(code) - 4
         parts = _wrap(p.doc.split(), max(first, 20), CELL_WIDTH - 4)
         out.append(f"{code}  # {parts[0]}" if first >= 20 else code)

@@ -18,7 +18,7 @@ from typing import Any
 
 VERDICTS = ("supported", "refuted", "inconclusive", "not run")
 # keys that legitimately differ between two identical runs
-VOLATILE_KEYS = ("wall_time_s", "started", "host")
+VOLATILE_KEYS = ("wall_time_s", "cpu_time_s", "started", "host")
 
 
 def _plain(v: Any) -> Any:

@@ -59,6 +59,7 @@ class RunOutcome:
     seconds: float
     out: Path
     message: str = ""
+    cpu_seconds: float = 0.0  # CPU time of the kernel and every process it waited for (its workers)
 
 
 def _local_kernel_manager():
@@ -156,6 +157,7 @@ def run_chapter(
     resolved, pm = prepare(name, overrides or {}, profile, device)
     out = build_dir(profile, root) / name
     key = cache_key(name, resolved)
+    why = "forced (--force)"
     if not force and (why := stale_reason(out, key)) is None:
         return RunOutcome(name, "cached", 0.0, out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -193,6 +195,10 @@ def _execute(
     import papermill as pm_
 
     kernel_env()
+    if log_output:  # the kernel also streams its progress lines to this terminal (rcbook run -v)
+        os.environ["RCBOOK_VERBOSE"] = "1"
+    else:
+        os.environ.pop("RCBOOK_VERBOSE", None)
     sweep_abandoned(out.parent, name)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-{os.getpid()}-", dir=out.parent))
     umask = os.umask(0)
@@ -200,7 +206,7 @@ def _execute(
     os.chmod(
         tmp, 0o777 & ~umask
     )  # mkdtemp makes it 0700; the output folder it becomes gets the user's usual mode
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     try:
         src = tmp / f"{name}.source.ipynb"
         nbformat.write(to_notebook(name), src)
@@ -226,6 +232,8 @@ def _execute(
             raise RuntimeError(
                 f"chapter '{name}' finished without writing results.json (missing ch.finish()?)"
             )
+        cpu = _children_cpu() - cpu0  # the kernel has exited and been waited for: its CPU time is in
+        _add_cpu_time(tmp / "results.json", cpu)
         (tmp / ".states.json").write_text(json.dumps(store.consumed(states_log), indent=1) + "\n")
         states_log.unlink(missing_ok=True)
         (tmp / ".cache_key").write_text(key)
@@ -238,13 +246,43 @@ def _execute(
             kept = out.parent / "failed" / f"{name}.ipynb"  # the executed notebook, with its traceback
             kept.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(tmp / f"{name}.ipynb", kept)
+            if (tmp / "progress.log").exists():  # and how far it got
+                shutil.copy(tmp / "progress.log", kept.with_suffix(".progress.log"))
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(e, KeyboardInterrupt):
             raise
         return RunOutcome(name, "failed", time.perf_counter() - t0, out, describe_failure(name, e, kept))
     return RunOutcome(
-        name, "ran", time.perf_counter() - t0, out, "" if why == "not run yet" else f"re-run: {why}"
+        name,
+        "ran",
+        time.perf_counter() - t0,
+        out,
+        "" if why == "not run yet" else f"re-run: {why}",
+        cpu_seconds=cpu,
     )
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for children (and theirs, once waited for)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _add_cpu_time(path: Path, cpu: float) -> None:
+    """Write the chapter's CPU time into its results file, right after its wall time (both volatile: never
+    compared with the record). Wall time well above CPU time means the chapter waited for cores."""
+    doc = json.loads(path.read_text())
+    out = {}
+    for k, v in doc.items():
+        out[k] = v
+        if k == "wall_time_s":
+            out["cpu_time_s"] = round(cpu, 3)
+    out.setdefault("cpu_time_s", round(cpu, 3))
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, path)
 
 
 def sweep_abandoned(folder: Path, name: str) -> list[Path]:
@@ -320,14 +358,20 @@ def run_many(
     echo=print,
     log_output: bool = False,
 ) -> list[RunOutcome]:
-    """Run several chapters (validated first, all of them), in parallel processes when ``jobs > 1``."""
-    for n in names:  # every chapter's parameters are checked before anything runs
-        prepare(n, overrides, profile, device)
+    """Run several chapters (validated first, all of them), in parallel processes when ``jobs > 1``.
+
+    In parallel, ``jobs`` is a budget of cores, not of chapters: a chapter takes as many cores as it starts
+    training workers (its ``workers`` parameter, at most ``jobs``; one otherwise), a chapter starts only
+    when its cores are free, and the longest chapters (by their recorded wall time; a chapter never timed
+    counts as longest) start first, so the critical path begins at once and no core is oversubscribed."""
+    resolved = {n: prepare(n, overrides, profile, device)[0] for n in names}  # all checked before any runs
     total, outcomes = len(names), []
+    t_start = time.perf_counter()
 
     def report(i, o):
         extra = f" -- {o.message}" if o.message else ""
-        echo(f"[{i}/{total}] {o.chapter:<20} {profile:<6} {o.status:<7} {o.seconds:7.1f} s{extra}")
+        cpu = f" (cpu {o.cpu_seconds:7.1f} s)" if o.status == "ran" else ""
+        echo(f"[{i}/{total}] {o.chapter:<20} {profile:<6} {o.status:<7} {o.seconds:7.1f} s{cpu}{extra}")
 
     echo(
         f"running {total} chapter(s) at profile '{profile}'"
@@ -340,20 +384,28 @@ def run_many(
             report(i, o)
     else:
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
         ex = ProcessPoolExecutor(
             max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker
         )
+        queue = schedule(names, resolved, profile, jobs)
+        running: dict = {}  # future -> (chapter, cores)
+        free = jobs
         try:
-            futs = {
-                ex.submit(_run_star, (n, overrides, profile, device, force, root, log_output)): n
-                for n in names
-            }
-            for i, f in enumerate(as_completed(futs), 1):
-                o = f.result()
-                outcomes.append(o)
-                report(i, o)
+            while queue or running:
+                for n, cores in list(queue):  # the longest waiting chapter whose cores are free
+                    if cores <= free:
+                        args = (n, overrides, profile, device, force, root, log_output)
+                        running[ex.submit(_run_star, args)] = (n, cores)
+                        queue.remove((n, cores))
+                        free -= cores
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    free += running.pop(f)[1]
+                    o = f.result()
+                    outcomes.append(o)
+                    report(len(outcomes), o)
         except BaseException:
             # interrupted (Ctrl-C, SIGTERM) or failed: every chapter process cleans up now and ends (none
             # takes the next chapter); one still alive after a grace period is killed
@@ -369,7 +421,53 @@ def run_many(
                     proc.kill()
             raise
         ex.shutdown(wait=True)
+    if total > 1 and any(o.status == "ran" for o in outcomes):  # an all-cached run says nothing of cores
+        write_run_log(build_dir(profile, root), outcomes, max(1, jobs), time.perf_counter() - t_start)
     return outcomes
+
+
+RUN_LOG = "last-run.json"
+
+
+def write_run_log(folder: Path, outcomes: list[RunOutcome], cores: int, wall: float) -> Path:
+    """``<build>/<profile>/last-run.json``: the last multi-chapter run's wall time, its core budget, and
+    each chapter's status, wall and CPU time, so that ``bench/all.py`` can say how busy the cores were
+    (the CPU time of the chapters that ran over cores x wall time)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "cores": cores,
+        "wall_s": round(wall, 3),
+        "chapters": {
+            o.chapter: {"status": o.status, "wall_s": round(o.seconds, 3), "cpu_s": round(o.cpu_seconds, 3)}
+            for o in outcomes
+        },
+    }
+    path = folder / RUN_LOG
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def cores_of(resolved: dict, jobs: int) -> int:
+    """Cores a chapter occupies while it runs: its training workers (``workers``), at most ``jobs``."""
+    return max(1, min(int(resolved.get("workers") or 1), jobs))
+
+
+def expected_seconds(name: str, profile: str) -> float:
+    """The chapter's recorded wall time at ``profile`` (``data/expected``), inf when it was never timed."""
+    from .build import expected_path
+
+    try:
+        return float(json.loads(expected_path(profile, name).read_text())["wall_time_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return float("inf")
+
+
+def schedule(names: list[str], resolved: dict, profile: str, jobs: int) -> list[tuple[str, int]]:
+    """(chapter, cores) in starting order: longest expected first (ties in the order given)."""
+    order = sorted(names, key=lambda n: -expected_seconds(n, profile))
+    return [(n, cores_of(resolved[n], jobs)) for n in order]
 
 
 def _init_pool_worker() -> None:

@@ -285,6 +285,60 @@ def c1_verdict(s: dict) -> str:
     return "supported" if 2.0 <= e <= 4.0 else "inconclusive"
 
 
+def _list(values, fmt: str) -> str:
+    """A glued list of numbers, e.g. ``"8, 5, 3"``."""
+    return ", ".join(format(v, fmt) for v in values)
+
+
+def record_curves(ch, rows: list[dict], p) -> None:
+    """Record part (a): the number of runs, the median depth to the float64 floor by weight scale and the
+    number of collapsed runs; glue the float64 floor and the per-scale depths and scales as lists."""
+    floor_depth = depth_to_floor(rows)
+    ch.value("runs", len(rows))
+    ch.value(
+        "depth_to_floor_by_scale",
+        floor_depth,
+        atol=1,
+        note="median layer index; round-off may move a crossing by one",
+    )
+    ch.value(
+        "collapsed_runs",
+        sum(r["collapsed"] for r in rows),
+        atol=1,
+        note="count; a run on the threshold may flip",
+    )
+    ch.glue("floor64", float_floor(DTYPES["float64"], p.floor_mult))
+    ch.glue("depth_to_floor_list", _list(floor_depth.values(), "g"))
+    ch.glue("depth_to_floor_scales", ", ".join(floor_depth))
+
+
+def record_exponents(ch, rows: list[dict]) -> dict:
+    """Record part (b): the median fitted per-layer exponent by weight scale, over the certified runs and
+    over all runs, and the number of certified runs; glue the per-scale medians (scales with a fit) and
+    their scales as lists. Returns the C1 summary (:func:`c1_summary`), which the verdict reads."""
+    summ = c1_summary(rows)
+    by_scale = exponents_by_scale(rows)
+    ch.value(
+        "exponent_by_scale",
+        by_scale,
+        rtol=0.02,
+        atol=0.02,
+        note="least-squares slopes of float64 logs; stable to round-off, 2% for BLAS differences",
+    )
+    ch.value(
+        "exponent_certified_median",
+        summ["exponent_certified_median"],
+        rtol=0.02,
+        note="median of fitted slopes",
+    )
+    ch.value("exponent_all_median", summ["exponent_all_median"], rtol=0.02, note="median of fitted slopes")
+    ch.value("certified_runs", summ["certified"], atol=1, note="count")
+    fitted = {k: v for k, v in by_scale.items() if v is not None}
+    ch.glue("exponent_list", _list(fitted.values(), ".2f"))
+    ch.glue("exponent_scales", ", ".join(fitted))
+    return summ
+
+
 def float_plateaus(rows) -> dict:
     """Where each dtype's curves bottom out: the median over runs that reached their floor of the smallest
     r."""
@@ -293,6 +347,33 @@ def float_plateaus(rows) -> dict:
         m = [min(r[dname]["r"]) for r in rows if r[dname]["floor_at"] is not None]
         out[dname] = float(np.median(m)) if m else None
     return out
+
+
+def record_floor(ch, rows: list[dict], p) -> None:
+    """Record part (e): the float64 and float32 plateaus (only their order matters) and the median depth to
+    the float32 floor by weight scale; glue the float32 floor."""
+    plat = float_plateaus(rows)
+    ch.value(
+        "float64_plateau",
+        plat["float64"],
+        rtol=1.0,
+        atol=1e-15,
+        note="round-off level; only its order matters",
+    )
+    ch.value(
+        "float32_plateau",
+        plat["float32"],
+        rtol=1.0,
+        atol=1e-7,
+        note="round-off level; only its order matters",
+    )
+    ch.value(
+        "float32_floor_depth_by_scale",
+        depth_to_floor(rows, "float32"),
+        atol=1,
+        note="median layer index; round-off may move a crossing by one",
+    )
+    ch.glue("floor32", float_floor(DTYPES["float32"], p.floor_mult))
 
 
 # -- (c) the bound -------------------------------------------------------------------------------
@@ -364,6 +445,70 @@ def gamma_table(rows) -> dict:
     return out
 
 
+def record_bound(ch, rows: list[dict], b: dict) -> dict:
+    """Record part (c): for the reference network ``b`` (:func:`bound_rows`) the per-layer smallest gamma
+    and beta, the factor, the bound's distance above the actual residual per layer and the spread of gamma;
+    over all runs the median smallest gamma and the bound's gap and vacuous share by weight scale. Glue the
+    reference network's description (``ref_d``, ``ref_H``, ``ref_dqk``, ``ref_net_scale``) and its gap after
+    the first and the last layer above the floor. Returns ``{"bound": bound_summary, "gamma": gamma_table}``
+    for :func:`table_bound_by_scale`."""
+    gt = gamma_table(rows)
+    ch.value(
+        "ref_gamma_per_layer",
+        [r["gamma_min"] for r in b["layers"]],
+        rtol=1e-6,
+        note="float64 norms, ratios of residuals above the floor",
+    )
+    ch.value(
+        "ref_beta_per_layer", [r["beta"] for r in b["layers"]], rtol=1e-9, note="exact norms of the weights"
+    )
+    ch.value("ref_factor", b["factor"], rtol=1e-6, note="float64")
+    ch.value(
+        "ref_log10_bound_over_actual",
+        [bb - float(np.log10(a)) for bb, a in zip(b["log10_bound"], b["res"])],
+        rtol=1e-6,
+        atol=1e-6,
+        note="log10 of bound / actual, float64",
+    )
+    ch.value("ref_gamma_spread", b["gamma_spread"], rtol=1e-6, note="largest / smallest gamma over layers")
+    ch.value(
+        "gamma_median_by_scale",
+        {k: v["gamma_median"] for k, v in gt.items()},
+        rtol=1e-6,
+        note="float64 medians",
+    )
+    bs = bound_summary(rows)
+    ch.value("bound_by_scale", bs, rtol=1e-6, atol=1e-6, note="float64 logs and shares")
+    ch.glue("ref_d", b["d"])
+    ch.glue("ref_H", b["H"])
+    ch.glue("ref_dqk", b["dqk"])
+    ch.glue("ref_net_scale", b["scale"])
+    ch.glue("ref_last_gap", b["log10_bound"][-1] - float(np.log10(b["res"][-1])))
+    ch.glue("ref_first_gap", b["log10_bound"][1] - float(np.log10(b["res"][1])))
+    return {"bound": bs, "gamma": gt}
+
+
+def table_bound_by_scale(by_scale: dict) -> str:
+    """Part (c)'s table, as Markdown: per weight scale, the depth bound's median gap above the actual
+    residual at the last layer above the floor, its vacuous share, and the median smallest gamma (scales
+    without a value show a dash)."""
+    bs, gt = by_scale["bound"], by_scale["gamma"]
+    head = (
+        "| weight scale | bound above actual (orders, median) | vacuous (% of runs) | median smallest γ |\n"
+        "|---|---|---|---|\n"
+    )
+
+    def cell(v, fmt):
+        return "—" if v is None else format(v, fmt)
+
+    return head + "\n".join(
+        f"| {k} | {cell(v['log10_gap_median'], '.2f')} | "
+        f"{cell(None if v['vacuous_share'] is None else 100 * v['vacuous_share'], '.0f')} | "
+        f"{cell(gt[k]['gamma_median'], '.1e')} |"
+        for k, v in bs.items()
+    )
+
+
 # -- (d) phase diagram ----------------------------------------------------------------------------
 def phase_diagram(
     n, L, d, H, scales, dqks, seeds, bias, collapse_tol, floor_mult, seed, device, log=print
@@ -420,6 +565,68 @@ def phase_diagram(
         "min_beta_factor_collapsed": min(coll_f) if coll_f else None,
         "n_collapsed_beta_factor_ge1": sum(f >= 1 for f in coll_f),
     }
+
+
+def record_phase(ch, ph: dict) -> None:
+    """Record part (d): the phase diagram's counts of cells, collapsed, certified and certified but not
+    collapsed cells (which must stay 0), their ratio, and the gamma-free factor among the collapsed cells."""
+    ch.value("phase_cells", ph["n_cells"])
+    ch.value("phase_collapsed", ph["n_collapsed"], atol=1, note="count; a cell on the threshold may flip")
+    ch.value("phase_certified", ph["n_certified"], atol=1, note="count; a cell on the threshold may flip")
+    ch.value(
+        "phase_certified_not_collapsed",
+        ph["n_certified_not_collapsed"],
+        atol=0,
+        note="must stay 0 if the theorem holds",
+    )
+    ch.value(
+        "phase_wider",
+        ph["n_collapsed"] / max(ph["n_certified"], 1),
+        rtol=0.2,
+        note="ratio of counts; one flipped cell moves it",
+    )
+    ch.value(
+        "phase_max_beta_factor_collapsed",
+        ph["max_beta_factor_collapsed"],
+        rtol=1e-6,
+        note="exact norms of weights",
+    )
+    ch.value("phase_collapsed_beta_factor_ge1", ph["n_collapsed_beta_factor_ge1"], atol=1, note="count")
+
+
+def judge_c1(ch, summ: dict, ph: dict) -> str:
+    """Record the C1 verdict (:func:`c1_verdict` on the summary of parts (a, b)), with the phase diagram's
+    counts as evidence; returns the verdict."""
+    v = c1_verdict(summ)
+    return ch.verdict(
+        "C1",
+        v,
+        claim="pure SANs lose rank doubly exponentially (cubic rate per layer)",
+        rule=(
+            "supported if every run that Theorem 2.2 certifies (beta from the weights, smallest valid "
+            "gamma) collapses to r(X_L) <= collapse_tol and the median fitted per-layer exponent of those "
+            "runs lies in [2, 4]; refuted if a certified run does not collapse or that median is below 1.5 "
+            "(a linear rate); inconclusive otherwise"
+        ),
+        evidence={
+            k: summ[k]
+            for k in (
+                "runs",
+                "collapsed",
+                "certified",
+                "certified_collapsed",
+                "exponent_certified_median",
+                "exponent_certified_min",
+                "exponent_certified_max",
+                "exponent_all_median",
+            )
+        }
+        | {
+            "phase_collapsed": ph["n_collapsed"],
+            "phase_certified": ph["n_certified"],
+            "phase_cells": ph["n_cells"],
+        },
+    )
 
 
 # -- figures ---------------------------------------------------------------------------------------

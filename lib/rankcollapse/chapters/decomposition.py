@@ -349,3 +349,118 @@ def fig_length_shares(rows, L, H):
 
 def log10(x: float) -> float:
     return math.log10(x) if x > 0 else float("-inf")
+
+
+# -- what each section records (values with their tolerances, verdicts with their rules) -----------------
+def record_reconstruction(ch, recon: list[dict]) -> dict:
+    """Part (a): the configurations checked and the worst errors of the path sum and of the length
+    recursion, each held to its dtype's round-off. Returns the worst path-sum error by dtype (read by D1)."""
+    worst = {dt: max(r["err_paths"] for r in recon if r["dtype"] == dt) for dt in DTYPES}
+    worst_rec = {
+        dt: max(max(r["err_recursion"], r["err_rec_vs_paths"]) for r in recon if r["dtype"] == dt)
+        for dt in DTYPES
+    }
+    ch.value("recon_configs", len(recon))
+    ch.value("recon_max_paths", max(r["paths"] for r in recon))
+    ch.value(
+        "recon_err_f64",
+        worst["float64"],
+        atol=1e-13,
+        note="float64 round-off; any value below 1e-13 is exact",
+    )
+    ch.value(
+        "recon_err_f32", worst["float32"], atol=5e-6, note="float32 round-off; any value below 5e-6 is exact"
+    )
+    ch.value(
+        "recon_err_f64_in_eps",
+        worst["float64"] / np.finfo(np.float64).eps,
+        atol=500,
+        note="error in units of float64 epsilon; round-off scale",
+    )
+    ch.value("recursion_err_f64", worst_rec["float64"], atol=1e-13, note="float64 round-off")
+    ch.value("recursion_err_f32", worst_rec["float32"], atol=5e-6, note="float32 round-off")
+    return worst
+
+
+def record_architectures(ch, archs: list[dict]) -> None:
+    """Part (b): the path-length statistics of BERT-Base and GPT-3 (exact combinatorics)."""
+    bert = next(a for a in archs if a["name"].startswith("BERT-Base"))
+    ch.value("bert_mean_length", bert["mean_length"], rtol=1e-12, note="exact combinatorics")
+    ch.value("bert_share_half", bert["share_half_or_shorter"], rtol=1e-9, note="exact combinatorics")
+    ch.value("bert_share_len0", bert["share_len0"], rtol=1e-9, note="exact combinatorics")
+    ch.value(
+        "gpt3_share_half",
+        next(a for a in archs if a["name"] == "GPT-3")["share_half_or_shorter"],
+        rtol=1e-9,
+        note="exact combinatorics",
+    )
+    ch.value("arch_mean_lengths", {a["name"]: a["mean_length"] for a in archs}, glue=False)
+
+
+def table_architectures(archs: list[dict]) -> str:
+    """Part (b)'s table, as Markdown."""
+    head = (
+        "| architecture | H | L | paths $(H+1)^L$ | mean length | share with length ≤ L/2 |\n"
+        "|---|---|---|---|---|---|\n"
+    )
+    return head + "\n".join(
+        f"| {a['name']} | {a['H']} | {a['L']} | {float(a['H'] + 1) ** a['L']:.2e} | "
+        f"{a['mean_length']:.2f} | {a['share_half_or_shorter']:.2e} |"
+        for a in archs
+    )
+
+
+def record_recursion(ch, big: dict, p) -> None:
+    """Part (c): the exact recursion at scale, held to round-off; its timing is glued, not checked."""
+    ch.value("big_paths", float(big["paths"]), rtol=1e-12, note="exact count (H+1)^L")
+    ch.value("big_err_f64", big["err_float64"], atol=1e-12, note="float64 round-off")
+    ch.value("big_err_f32", big["err_float32"], atol=2e-5, note="float32 round-off")
+    ch.glue("big_recursion_in_forwards", big["recursion_in_forwards"])
+    ch.glue("big_recursion_s", big["recursion_s"])
+    for name, v in [
+        ("big_L", p.big_layers),
+        ("big_H", p.big_heads),
+        ("big_n", p.big_tokens),
+        ("big_dm", p.big_d),
+    ]:
+        ch.glue(name, v)
+
+
+def record_shares(ch, shares: list[dict], p) -> str:
+    """Part (d): k90 and the truncation error at each weight scale, and the verdict on C5 (returned)."""
+    for r in shares:
+        tag = f"{r['scale']:g}".replace(".", "p")
+        ch.value(f"k90_scale{tag}", r["k90"], atol=0, note="integer; exact on any machine up to ties at 0.1")
+        ch.value(f"trunc_err_scale{tag}", r["trunc_err"], rtol=1e-6, atol=1e-12, note="float64 norms")
+    half = p.big_layers / 2
+    shallow = [r["k90"] <= half for r in shares]
+    ref = min(shares, key=lambda r: abs(r["scale"] - 1.0))
+    ch.value("k90_ref", ref["k90"], note="integer")
+    ch.glue("ref_scale", ref["scale"])
+    ch.glue("k90_list", ", ".join(f"{r['k90']} (scale {r['scale']:g})" for r in shares))
+    verdict_c5 = "supported" if all(shallow) else ("refuted" if not any(shallow) else "inconclusive")
+    return ch.verdict(
+        "C5",
+        verdict_c5,
+        claim="SANs with skips behave like ensembles of shallow paths (at initialisation)",
+        rule="paths of length <= L/2 reproduce res(output) to 10% (k90 <= L/2) at every weight scale "
+        "tested: supported; at none: refuted; at some: inconclusive",
+        evidence={"L": p.big_layers, "k90_by_scale": {str(r["scale"]): r["k90"] for r in shares}},
+    )
+
+
+def judge_d1(ch, worst: dict, big: dict) -> str:
+    """D1: the identity holds to round-off in every configuration and at scale."""
+    d1_ok = worst["float64"] < 1e-12 and worst["float32"] < 1e-5 and big["err_float64"] < 1e-12
+    return ch.verdict(
+        "D1",
+        "supported" if d1_ok else "refuted",
+        claim="the SAN output is exactly the sum over paths plus 1b^T",
+        rule="relative reconstruction error < 1e-12 in float64 and < 1e-5 in float32, for every "
+        "configuration",
+        evidence={
+            "err_f64": worst["float64"],
+            "err_f32": worst["float32"],
+            "big_err_f64": big["err_float64"],
+        },
+    )

@@ -144,6 +144,27 @@ def lambda_check(d: int, m: int, seed: int, iters: int) -> dict:
     return out
 
 
+def record_lambda_check(ch, chk: dict) -> None:
+    """Record the estimator check (:func:`lambda_check`): the power iteration's worst error against exact
+    constants, the product of norms where it is exact, and both for the linear MLP; glue the product's slack
+    (product over exact) on the linear MLP."""
+    ch.value(
+        "lam_check_power_err",
+        chk["max_rel_err_power"],
+        atol=1e-6,
+        note="power iteration against exact constants; converges to ~1e-10 in float64",
+    )
+    ch.value(
+        "lam_check_product_err",
+        chk["max_rel_err_product_exact_cases"],
+        atol=1e-12,
+        note="product of norms is exact when W1 W2 has aligned singular vectors",
+    )
+    ch.value("lam_check_linear_exact", chk["linear_exact"], rtol=1e-9, note="float64 SVD")
+    ch.value("lam_check_linear_product", chk["linear_product"], rtol=1e-9, note="float64 SVD")
+    ch.glue("lam_check_slack", chk["linear_product"] / chk["linear_exact"])
+
+
 # -- (a, b) collapse curves, lambda and the corollary's factor ---------------------------------
 def run_network(san: SAN, X: torch.Tensor, jac_iters: int, seed: int, local_lambda: bool = True) -> dict:
     """One forward pass by sublayers: r(X_l), lambda per layer (both estimators), beta, gamma and the
@@ -269,6 +290,32 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
+def record_curves(ch, rows: list[dict], summ: list[dict], p) -> None:
+    """Record part (a): lambda of the reference configuration (first weight scale, multiplier 1, or else the
+    first with an MLP), its local constant as a share of it, and the share of SAN+MLP networks that end with
+    r(X_L) < 1e-3; glue the reference multiplier and the number of networks."""
+    ref = (
+        next(r for r in summ if r["weight_scale"] == p.weight_scales[0] and r["mlp_scale"] == 1.0)
+        if 1.0 in p.mlp_scales
+        else next(r for r in summ if r["mlp_scale"] > 0)
+    )
+    ch.value("lambda_ref", ref["lambda"], rtol=1e-9, note="spectral norms of seeded float64 weights")
+    ch.value(
+        "lambda_local_over_upper",
+        ref["lambda_local"] / ref["lambda"],
+        rtol=1e-3,
+        note="power iteration stops at relative change 1e-6",
+    )
+    ch.value(
+        "collapsed_share_all",
+        float(np.mean([r["r"][-1] < 1e-3 for r in rows if r["mlp_scale"] > 0])),
+        atol=0.0,
+        note="share of SAN+MLP networks with r(X_L) < 1e-3; exact count",
+    )
+    ch.glue("ref_scale", ref["mlp_scale"])
+    ch.glue("n_networks", len(rows))
+
+
 def slowing(summary: list[dict], ws: float) -> dict:
     """Rank preservation against lambda at one weight scale: the rise up to its peak and the fall after
     it."""
@@ -292,41 +339,108 @@ def slowing(summary: list[dict], ws: float) -> dict:
     }
 
 
-def describe_slowing(summary: list[dict], ws: float) -> str:
-    """One markdown sentence, from the numbers, on how rank preservation moves with lambda at one weight
-    scale."""
-    sl = slowing(summary, ws)
-    base = next(r["A"] for r in summary if r["weight_scale"] == ws and r["mlp_scale"] == 0)
-    lam, A = sl["lambda"], sl["A"]
-    k = int(np.argmax(A))
-    parts = [f"at attention weight scale {ws:g}"]
-    if k == 0:
-        parts.append(
-            f"rank preservation is largest at the smallest λ ({lam[0]:.3g}) and falls by "
-            f"{A[0] - A[-1]:.2f} decades up to λ = {lam[-1]:.3g}: a larger λ *speeds* the collapse"
+def record_rate(ch, summ: list[dict], p) -> dict:
+    """Record part (b): per attention weight scale (``ws1``, ``ws2``, ... in the names) rank preservation
+    without MLP and at the smallest and largest lambda, its rise to the peak, the rank correlation with
+    lambda, the peak's multiplier and the layers to collapse; at the first weight scale the corollary's
+    factor at the smallest and largest lambda; and the largest ratio of the observed residual to the
+    one-layer bound. Glue the first and last weight scales and lambda at the ends and the peak of the grid.
+    Returns :func:`slowing` per weight scale, which the table and the C3 verdict read."""
+    slow = {ws: slowing(summ, ws) for ws in p.weight_scales}
+    for ws, s in slow.items():
+        tag = f"{ws:g}".replace(".", "p")
+        base = next(r for r in summ if r["weight_scale"] == ws and r["mlp_scale"] == 0)
+        ch.value(
+            f"A_san_ws{tag}",
+            base["A"],
+            atol=0.3,
+            note="mean log10 r; round-off moves collapsed layers slightly",
         )
-    else:
-        parts.append(
-            f"rank preservation rises by {A[k] - A[0]:.2f} decades from λ = {lam[0]:.3g} to λ = {lam[k]:.3g}"
+        ch.value(f"A_min_lambda_ws{tag}", s["A"][0], atol=0.3, note="as above")
+        ch.value(f"A_max_lambda_ws{tag}", s["A"][-1], atol=0.3, note="as above")
+        ch.value(f"A_rise_ws{tag}", s["rise"], atol=0.4, note="difference of two A values")
+        ch.value(
+            f"rho_all_ws{tag}", s["rho_all"], atol=0.15, note="rank correlation over the grid; one swap ~0.1"
         )
-        fall = A[k] - A[-1]
-        parts.append(
-            f"then falls by {fall:.2f} decades up to λ = {lam[-1]:.3g}"
-            if fall >= 0.05
-            else f"and stays there up to λ = {lam[-1]:.3g}"
+        ch.value(f"peak_scale_ws{tag}", s["peak_scale"], note="grid point of the largest A")
+        ch.value(f"depth_min_lambda_ws{tag}", s["depth_min_lambda"], atol=1, note="median layer index")
+        ch.value(f"depth_max_lambda_ws{tag}", s["depth_max_lambda"], atol=1, note="median layer index")
+    ws0 = p.weight_scales[0]
+    mlps0 = sorted(
+        (r for r in summ if r["weight_scale"] == ws0 and r["mlp_scale"] > 0), key=lambda r: r["lambda"]
+    )
+    ch.value("factor1_min_lambda", mlps0[0]["factor1"], rtol=1e-6, note="float64 norms")
+    ch.value("factor1_max_lambda", mlps0[-1]["factor1"], rtol=1e-6, note="float64 norms")
+    ch.value("factor2_max_lambda", mlps0[-1]["factor2"], rtol=1e-3, note="layer-2 residuals; float64")
+    ch.value(
+        "bound_ratio1_max",
+        max(r["bound_ratio1"] for r in summ if r["mlp_scale"] > 0),
+        rtol=1e-6,
+        note="observed res_out / (factor res_in^3) at layer 1; <= 1 means the inequality holds",
+    )
+    ch.glue("ws0", ws0)
+    ch.glue("ws_last", p.weight_scales[-1])
+    ch.glue("lam_min", mlps0[0]["lambda"])
+    ch.glue("lam_max", mlps0[-1]["lambda"])
+    ch.glue("lam_peak0", slow[ws0]["peak_lambda"])
+    return slow
+
+
+def table_slowing(summ: list[dict], slow: dict) -> str:
+    """Part (b)'s table, as Markdown: per attention weight scale, rank preservation A without MLP and at the
+    smallest, peak and largest lambda; those lambdas; the rise to the peak and the fall after it (decades);
+    how many lambdas keep more rank than the same SAN without MLP; the rank correlation of lambda and A; and
+    the layers to collapse at the smallest and largest lambda."""
+    head = (
+        "| weight scale | A without MLP | A at smallest λ | A at peak (multiplier) | A at largest λ "
+        "| λ: smallest → peak → largest | rise to peak, fall after (decades) "
+        "| λ values keeping more rank than without MLP | rank corr. (λ, A) "
+        "| layers to collapse: smallest λ → largest λ |\n" + "|---" * 10 + "|\n"
+    )
+    lines = []
+    for ws, s in slow.items():
+        base = next(r["A"] for r in summ if r["weight_scale"] == ws and r["mlp_scale"] == 0)
+        lam = s["lambda"]
+        better = sum(a > base for a in s["A"])
+        lines.append(
+            f"| {ws:g} | {base:.2f} | {s['A'][0]:.2f} | {max(s['A']):.2f} (×{s['peak_scale']:g}) "
+            f"| {s['A'][-1]:.2f} | {lam[0]:.3g} → {s['peak_lambda']:.3g} → {lam[-1]:.3g} "
+            f"| {s['rise']:.2f}, {s['fall_after_peak']:.2f} | {better} of {len(s['A'])} "
+            f"| {s['rho_all']:+.2f} | {s['depth_min_lambda']:g} → {s['depth_max_lambda']:g} |"
         )
-    better = sum(a > base for a in A)
-    if better == 0:
-        parts.append(
-            f"and with every λ the network keeps less rank than the same SAN without MLP ({base:.2f})"
-        )
-    elif better == len(A):
-        parts.append(f"and with every λ it keeps more rank than the same SAN without MLP ({base:.2f})")
-    else:
-        parts.append(
-            f"and {better} of {len(A)} values of λ keep more rank than the same SAN without MLP ({base:.2f})"
-        )
-    return ", ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "") + "."
+    return head + "\n".join(lines)
+
+
+def judge_c3(ch, slow: dict) -> str:
+    """Record the C3 verdict from :func:`slowing` per weight scale: refuted if at some scale the largest
+    lambda keeps >= 1 decade less rank than the smallest; supported if at every scale A rises >= 1 decade to
+    its peak and falls <= 0.5 after it; inconclusive otherwise. Returns the verdict."""
+    mono = [s["rise"] >= 1.0 and s["fall_after_peak"] <= 0.5 for s in slow.values()]
+    faster = [s["A"][0] - s["A"][-1] >= 1.0 for s in slow.values()]
+    c3 = "refuted" if any(faster) else ("supported" if all(mono) else "inconclusive")
+    return ch.verdict(
+        "C3",
+        c3,
+        claim="MLPs slow the collapse through their Lipschitz constant (Corollary 3.2)",
+        rule=(
+            "per attention weight scale, rank preservation A against lambda: at every scale A rises by >= 1 "
+            "decade to its peak and falls by <= 0.5 decade after it (a larger lambda, a slower collapse): "
+            "supported; at some scale the largest lambda keeps >= 1 decade less rank than the smallest (a "
+            "larger lambda, a faster collapse): refuted; otherwise (slowing over part of the range only): "
+            "inconclusive"
+        ),
+        evidence={
+            f"ws{ws:g}": {
+                "rise": s["rise"],
+                "fall_after_peak": s["fall_after_peak"],
+                "A_min_lambda": s["A"][0],
+                "A_max_lambda": s["A"][-1],
+                "peak_scale": s["peak_scale"],
+                "rho_all": s["rho_all"],
+            }
+            for ws, s in slow.items()
+        },
+    )
 
 
 # -- (c) the sensitivity trade -----------------------------------------------------------------------
@@ -415,6 +529,88 @@ def trade(summary: list[dict]) -> dict:
         "rise_log10_sens_rel_upto_peak": sr[k] - sr[0],
         "rise_log10_sens_rel_all": sr[-1] - sr[0],
     }
+
+
+def record_trade(ch, srows: list[dict], ssum: list[dict], tr: dict) -> None:
+    """Record part (c): the multiplier of the largest rank preservation, the rank correlations of A and of
+    relative sensitivity with lambda up to it (and of sensitivity after it), the rises in decades, the
+    per-multiplier medians (not glued) and the networks left out; glue the grid points up to the peak and
+    the number of networks."""
+    ch.value("q3_peak_scale", tr["peak_scale"], note="grid point of the largest rank preservation")
+    ch.value("q3_rho_A_upto_peak", tr["rho_A_upto_peak"], atol=0.15, note="rank correlation")
+    ch.value("q3_rho_sens_rel_upto_peak", tr["rho_sens_rel_upto_peak"], atol=0.15, note="rank correlation")
+    ch.value(
+        "q3_rho_sens_rel_after_peak",
+        tr["rho_sens_rel_after_peak"],
+        atol=0.3,
+        note="rank correlation; few points",
+    )
+    ch.value("q3_rise_A", tr["rise_A"], atol=0.4, note="decades")
+    ch.value(
+        "q3_rise_sens_rel_upto_peak",
+        tr["rise_log10_sens_rel_upto_peak"],
+        atol=0.3,
+        note="decades; power iteration stops at relative change 1e-4",
+    )
+    ch.value(
+        "q3_rise_sens_rel_all",
+        tr["rise_log10_sens_rel_all"],
+        atol=1.0,
+        note="decades; near-hard attention makes the largest-lambda Jacobian ill-conditioned",
+    )
+    ch.value(
+        "q3_sensitivity",
+        {f"{r['mlp_scale']:g}": [r["A"], r["log10_sens_abs"], r["log10_sens_rel"]] for r in ssum},
+        atol=1.0,
+        glue=False,
+        note="per multiplier: A, log10 abs and rel sensitivity (medians)",
+    )
+    ch.glue("q3_n_upto_peak", tr["n_upto_peak"])
+    ch.value(
+        "q3_excluded",
+        excluded_count(srows),
+        atol=2,
+        note=(
+            "networks whose autodiff Jacobian was 0 or non-finite (saturated softmax); depends on round-off"
+        ),
+    )
+    ch.glue("q3_total", len(srows))
+
+
+def judge_q3(ch, tr: dict) -> str:
+    """Record the Q3 verdict from :func:`trade`: inconclusive without a rising range (>= 3 grid points, a
+    rise >= 1 decade); supported if A and relative sensitivity both rise with lambda there (rank corr >=
+    0.8); refuted if relative sensitivity does not rise (rank corr <= 0); inconclusive otherwise."""
+    if tr["n_upto_peak"] < 3 or tr["rise_A"] < 1.0:
+        q3 = "inconclusive"
+    elif tr["rho_A_upto_peak"] >= 0.8 and tr["rho_sens_rel_upto_peak"] >= 0.8:
+        q3 = "supported"
+    elif tr["rho_sens_rel_upto_peak"] <= 0.0:
+        q3 = "refuted"
+    else:
+        q3 = "inconclusive"
+    return ch.verdict(
+        "Q3",
+        q3,
+        claim="rank preservation by strong MLPs trades against robustness",
+        rule=(
+            "over the lambda range where rank preservation rises (>= 3 grid points, a rise >= 1 decade): "
+            "relative sensitivity rises too (rank corr >= 0.8 for both): supported; relative sensitivity "
+            "does not rise (rank corr <= 0): refuted; otherwise, or no such range: inconclusive"
+        ),
+        evidence={
+            k: tr[k]
+            for k in (
+                "peak_scale",
+                "n_upto_peak",
+                "rho_A_upto_peak",
+                "rho_sens_rel_upto_peak",
+                "rho_sens_rel_after_peak",
+                "rise_A",
+                "rise_log10_sens_rel_upto_peak",
+            )
+        },
+    )
 
 
 # -- figures ------------------------------------------------------------------------------------------

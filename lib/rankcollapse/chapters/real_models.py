@@ -9,6 +9,7 @@ are the real transformers classes; the four variants come from
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -142,9 +143,13 @@ def validate(p) -> dict:
     if len(set(p.architectures)) != len(p.architectures):
         raise ParameterError(f"parameter 'architectures' = {p.architectures!r} repeats an architecture")
     out = {}
-    for arch, name in model_params(p).items():
-        out[arch] = hm.check_checkpoint(f"model_{arch}", name, arch)
-    hm.packaged_path()  # the BERT tokenizer for models without their own comes from the MiniLM package
+    with warnings.catch_warnings():
+        # the first import of transformers imports tqdm.auto, which in a notebook without ipywidgets warns
+        # into the page; the chapter shows no progress bars
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        for arch, name in model_params(p).items():
+            out[arch] = hm.check_checkpoint(f"model_{arch}", name, arch)
+        hm.packaged_path()  # the BERT tokenizer for models without their own comes from the MiniLM package
     return out
 
 
@@ -312,6 +317,108 @@ def curve_summary(curves: dict) -> dict:
     return s
 
 
+# -- what the page records and glues: Figure 2 ------------------------------------------------------------
+def record_text(ch, info: dict, p) -> None:
+    """Record the hash of the text used; glue its short hash (as code), length and Python version, and the
+    number and length of the windows, for the prose."""
+    ch.value(
+        "text_sha256", info["sha256"], note="hash of the text used (pydoc_data/topics.py, sorted topics)"
+    )
+    ch.glue("text_sha", f"`{info['sha256'][:16]}…`")
+    ch.glue("text_chars", info["chars"])
+    ch.glue("text_python", info["python"])
+    ch.glue("n_seq", p.n_seq)
+    ch.glue("n_tokens", p.n_tokens)
+
+
+def by_model(results: list[dict]) -> tuple[dict, dict, dict]:
+    """The results of :func:`run_all` keyed by model: curve summaries, Q2 statistics and tokenizer used."""
+    summ = {r["key"]: r["summary"] for r in results}
+    qs = {r["key"]: r["q2"] for r in results}
+    tokenizers = {r["key"]: r["tokenizer"] for r in results}
+    return summ, qs, tokenizers
+
+
+def record_curves(ch, summ: dict) -> None:
+    """Record per model r(X_0), and per variant r(X_L) and the first collapsed layer, then every mean
+    curve; glue the number of models for the verdicts' prose."""
+    for key, s in summ.items():
+        ch.value(
+            f"r0_{key}", s["SAN"]["r0"], rtol=1e-3, atol=1e-5, note="float32 forward; same for every variant"
+        )
+        for v in sg.VARIANTS:
+            tag = f"{key}_{v.replace('+', '_').lower()}"
+            ch.value(
+                f"rL_{tag}",
+                s[v]["r_final"],
+                rtol=2e-3,
+                atol=1e-4,
+                note="float32 forward through L layers; collapsed values sit at round-off, so atol 1e-4",
+            )
+            ch.value(
+                f"collapse_layer_{tag}",
+                s[v]["collapse_layer"],
+                atol=1,
+                note="first layer with mean r < 1e-2 (-1: never); integer, may move by one on another "
+                "machine",
+            )
+    ch.value(
+        "curves",
+        {k: {v: [round(x, 6) for x in s[v]["mean"]] for v in sg.VARIANTS} for k, s in summ.items()},
+        rtol=2e-3,
+        atol=1e-4,
+        glue=False,
+        note="mean r(X_l) per model and variant (float32 forwards)",
+    )
+    ch.glue("n_models", len(summ))
+
+
+def table_curves(summ: dict, tokenizers: dict) -> str:
+    """Markdown table: per model, r(X_0), r(X_L) of each variant and the layer where SAN and SAN+MLP reach
+    ≈0."""
+    rows = []
+    for key, s in summ.items():
+        cl = lambda v: str(s[v]["collapse_layer"]) if s[v]["collapse_layer"] >= 0 else "never"  # noqa: E731
+        rows.append(
+            f"| {s['_label']} | {s['_state']} | {tokenizers[key]} | {s['SAN']['L']} | "
+            f"{s['SAN']['r0']:.3f} | "
+            + " | ".join(f"{s[v]['r_final']:.2e}" for v in sg.VARIANTS)
+            + f" | {cl('SAN')} | {cl('SAN+MLP')} |"
+        )
+    return (
+        "| model | state | tokenizer | L | r(X₀) | r(X_L) SAN | SAN+MLP | SAN+skip | transformer | "
+        "SAN ≈0 at layer | SAN+MLP ≈0 at layer |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+    )
+
+
+def glue_bert(ch, summ: dict) -> None:
+    """Glue BERT's numbers for the prose (random init and pretrained, where run), and how the pretrained
+    SAN's collapse layer compares with the random one's ("later than", "at the same layer as", "earlier
+    than")."""
+    bi, bp = summ.get("bert_init"), summ.get("bert_pretrained")
+    if bi:
+        ch.glue("bi_r0", bi["SAN"]["r0"])
+        ch.glue("bi_skip", bi["SAN+skip"]["r_final"])
+        ch.glue("bi_tr", bi["transformer"]["r_final"])
+        ch.glue("bi_san_cl", bi["SAN"]["collapse_layer"])
+        ch.glue("bi_san", bi["SAN"]["r_final"])
+        ch.glue("bi_L", bi["SAN"]["L"])
+        ch.glue("bi_mlp_cl", bi["SAN+MLP"]["collapse_layer"])
+    if bp:
+        ch.glue("bp_r0", bp["SAN"]["r0"])
+        ch.glue("bp_skip", bp["SAN+skip"]["r_final"])
+        ch.glue("bp_tr", bp["transformer"]["r_final"])
+        ch.glue("bp_san_cl", bp["SAN"]["collapse_layer"])
+        ch.glue("bp_mlp_cl", bp["SAN+MLP"]["collapse_layer"])
+        ch.glue("bp_L", bp["SAN"]["L"])
+    if bi and bp:
+        a, b = bi["SAN"]["collapse_layer"], bp["SAN"]["collapse_layer"]
+        ch.glue(
+            "bp_vs_bi", "later than" if b > a else ("at the same layer as" if b == a else "earlier than")
+        )
+
+
 # -- Q2: beta per layer and head, the smallest gamma, 4 gamma beta < sqrt(d_qk) -----------------------------
 def head_betas(W: dict) -> torch.Tensor:
     """``||W_Q,h W_K,h^T||_1 * ||W_V,h W_O,h||_{1,inf}`` per head: shape (H,) (as ``bounds.beta_heads``)."""
@@ -415,6 +522,85 @@ def q2_summary(q: dict) -> dict:
     }
 
 
+# -- what the page records and glues: Q2 ------------------------------------------------------------------
+Q2_RECORDED = (
+    "beta_median",
+    "beta_max",
+    "cond_head_median",
+    "cond_head_max",
+    "cond_head_frac_holds",
+    "scaled_median",
+    "scaled_max",
+    "scaled_frac_holds",
+    "res_in_median",
+)
+
+
+def record_q2(ch, q2: dict, q2_seq: int) -> None:
+    """Record the Q2 summary of every model (:data:`Q2_RECORDED`); glue the number of sequences used."""
+    ch.glue("q2_seq", q2_seq)
+    for k, s in q2.items():
+        ch.value(
+            f"q2_{k}",
+            {n: s[n] for n in Q2_RECORDED},
+            rtol=5e-3,
+            atol=1e-9,
+            glue=False,
+            note="float64 norms of float32 activations and weights",
+        )
+
+
+def table_q2(q2: dict, summ: dict) -> str:
+    """Markdown table: per model, beta, the residual of the input, the condition per head and the
+    scale-aware factor per layer."""
+    head = (
+        "| model | state | $d_{qk}$ | median $\\beta_h$ | max $\\beta_h$ | "
+        "median $\\|\\mathrm{res}X\\|_{1,\\infty}$ | "
+        "median $4\\gamma_h\\beta_h/\\sqrt{d_{qk}}$ | max | share $<1$ | "
+        "median $\\times\\|\\mathrm{res}X\\|^2$ (layer) | max | share $<1$ |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    return head + "\n".join(
+        f"| {summ[k]['_label']} | {summ[k]['_state']} | {s['d_qk']} | {s['beta_median']:.3g} | "
+        f"{s['beta_max']:.3g} | "
+        f"{s['res_in_median']:.3g} | {s['cond_head_median']:.2e} | {s['cond_head_max']:.2e} | "
+        f"{s['cond_head_frac_holds']:.3f} | {s['scaled_median']:.3g} | {s['scaled_max']:.3g} | "
+        f"{s['scaled_frac_holds']:.3f} |"
+        for k, s in q2.items()
+    )
+
+
+def glue_q2(ch, q2: dict, summ: dict) -> None:
+    """Glue the Q2 numbers for the prose: of the first pretrained model, beta, the condition and the
+    scale-aware factor, with the answer as the condition is written ("yes"/"no": its largest value below
+    one or not), how many orders of magnitude that largest value lies from one, whether every attention
+    layer shrinks the residual of its input ("every"/"not every") and so whether the model sits inside
+    the convergence region ("does"/"does not"); beta against the same architecture at init; of the random
+    models, the median beta and the largest condition."""
+    pre = [k for k in q2 if summ[k]["_state"] == "pretrained"]
+    ini = [k for k in q2 if summ[k]["_state"] == "init"]
+    if pre:
+        k = pre[0]
+        ch.glue("q2p_beta", q2[k]["beta_median"])
+        ch.glue("q2p_cond", q2[k]["cond_head_median"])
+        ch.glue("q2p_condmax", q2[k]["cond_head_max"])
+        ch.glue("q2p_frac", q2[k]["cond_head_frac_holds"])
+        ch.glue("q2_answer", "yes" if q2[k]["cond_head_max"] < 1 else "no")
+        ch.glue("q2p_decades", abs(log10(q2[k]["cond_head_max"])))
+        ch.glue("q2p_res", q2[k]["res_in_median"])
+        ch.glue("q2p_scaled", q2[k]["scaled_median"])
+        ch.glue("q2p_scaledmax", q2[k]["scaled_max"])
+        ch.glue("q2p_label", summ[k]["_label"])
+        ch.glue("q2p_scaled_all", "every" if q2[k]["scaled_max"] < 1 else "not every")
+        ch.glue("q2p_inside", "does" if q2[k]["scaled_max"] < 1 else "does not")
+        if ini:
+            ki = next((x for x in ini if summ[x]["_arch"] == summ[k]["_arch"]), ini[0])
+            ch.glue("q2_beta_ratio", q2[k]["beta_median"] / q2[ki]["beta_median"])
+    if ini:
+        ch.glue("q2i_beta", float(np.median([q2[k]["beta_median"] for k in ini])))
+        ch.glue("q2i_cond", float(max(q2[k]["cond_head_max"] for k in ini)))
+
+
 # -- verdict rules ------------------------------------------------------------------------------------------
 def verdict_c1(summ: dict) -> tuple[str, dict]:
     """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within the model's depth and ends more than
@@ -474,6 +660,75 @@ def verdict_q2(qs: dict) -> tuple[str, dict]:
         return "not run", ev
     fr = [e["frac_heads_holding"] for e in ev.values()]
     return ("supported" if min(fr) == 1.0 else "refuted" if max(fr) < 0.5 else "inconclusive"), ev
+
+
+# -- verdicts: record, and glue for the prose how many models show what ---------------------------------
+def judge_c1(ch, summ: dict) -> str:
+    """Verdict C1 (:func:`verdict_c1`); glue how many models' SAN variant collapsed by the rule."""
+    v1, e1 = verdict_c1(summ)
+    ch.glue(
+        "c1_collapsed", sum(e["collapse_layer"] >= 0 and e["r_final"] < 1e-3 * e["r0"] for e in e1.values())
+    )
+    return ch.verdict(
+        "C1",
+        v1,
+        claim="pure SANs lose rank fast with depth (real architectures, skip and MLP removed by surgery)",
+        rule=f"in every model the SAN variant's mean r(X_l) falls below {COLLAPSED:g} within the model's "
+        "depth and ends below 1e-3 r(X_0): supported; never below it in some model: refuted; otherwise "
+        "inconclusive (the cubic rate itself is tested in the collapse chapter)",
+        evidence=e1,
+    )
+
+
+def judge_c2(ch, summ: dict) -> str:
+    """Verdict C2 (:func:`verdict_c2`); glue in how many models both variants with the attention skip kept
+    their residual."""
+    v2, e2 = verdict_c2(summ)
+    ch.glue("c2_kept", sum(min(e.values()) >= COLLAPSED for e in e2.values()))
+    return ch.verdict(
+        "C2",
+        v2,
+        claim="skip connections prevent the collapse (real architectures)",
+        rule=f"SAN+skip and transformer keep mean r(X_l) >= {COLLAPSED:g} at every layer in every model: "
+        "supported; in no model: refuted; otherwise inconclusive",
+        evidence=e2,
+    )
+
+
+def judge_c3(ch, summ: dict) -> str:
+    """Verdict C3 (:func:`verdict_c3`); glue in how many models the MLP delayed the collapse by at least one
+    layer."""
+    v3, e3 = verdict_c3(summ)
+    ch.glue("c3_delayed", sum(e["delay"] >= 1 for e in e3.values()))
+    return ch.verdict(
+        "C3",
+        v3,
+        claim="MLPs slow the collapse (real architectures: SAN+MLP against SAN)",
+        rule=f"first layer with mean r < {COLLAPSED:g} is at least one layer later with the MLP than "
+        "without, in every model: supported; never later in any model: refuted; otherwise inconclusive",
+        evidence=e3,
+    )
+
+
+def judge_q2(ch, qs: dict) -> str:
+    """Verdict Q2 (:func:`verdict_q2`); glue whether, on the pretrained checkpoint(s), the condition and its
+    scale-aware form hold "everywhere" or "not everywhere"."""
+    vq, eq = verdict_q2(qs)
+    pre = [q for q in qs.values() if q["state"] == "pretrained"]
+    if pre:
+        ch.glue("q2_where", "everywhere" if all(q["cond_head"].max() < 1 for q in pre) else "not everywhere")
+        ch.glue(
+            "q2_scaled_where", "everywhere" if all(q["scaled"].max() < 1 for q in pre) else "not everywhere"
+        )
+    return ch.verdict(
+        "Q2",
+        vq,
+        claim="trained models satisfy 4 gamma beta < sqrt(d_qk)",
+        rule="gamma = smallest value making the one-layer inequality hold per head, layer and sequence; on "
+        "the pretrained checkpoint(s): every value of 4 gamma_h beta_h / sqrt(d_qk) < 1: supported; fewer "
+        "than half: refuted; otherwise inconclusive; 'not run' without a pretrained checkpoint",
+        evidence=eq,
+    )
 
 
 # -- figures ------------------------------------------------------------------------------------------------

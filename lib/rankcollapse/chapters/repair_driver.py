@@ -151,6 +151,233 @@ def early_dip(p, runs: dict) -> list[dict]:
     return out
 
 
+# -- what the chapter records (each takes the chapter handle ``ch``: value, glue, verdict) --------------
+def record_corpus(ch, p, info: dict) -> None:
+    """Record the corpus (files, bytes, sha256 prefix) and its frequency-table loss; glue the sha prefix and
+    the number of seeds for the prose."""
+    ch.value(
+        "corpus_files",
+        info["files"],
+        note="top-level stdlib .py files of this Python; another Python version differs",
+    )
+    ch.value("corpus_bytes", info["bytes"], note="exact for this Python version")
+    ch.value(
+        "corpus_sha256",
+        info["sha256"][:16],
+        glue=False,
+        note="sha256 of the concatenated bytes (first 16 hex)",
+    )
+    ch.glue("corpus_sha", info["sha256"][:16])
+    ch.value(
+        "unigram_loss",
+        info["unigram"],
+        rtol=1e-9,
+        note="entropy of the byte frequency table; exact arithmetic",
+    )
+    ch.glue("n_seeds", len(p.seeds))
+
+
+def record_events(ch, ev: list[dict]) -> list[dict]:
+    """Record the drivers' outcomes (settled count and steps, self-heals, final srank of drivers and healthy
+    networks); returns the settled events, which the collapse section and the H1 verdict read."""
+    settled = [e for e in ev if e["settled"] is not None]
+    ch.value("settled_count", len(settled), note="integer; trained networks, may differ on another machine")
+    ch.value(
+        "settled_steps",
+        [e["settled"] for e in ev],
+        atol=200,
+        note="steps; trained networks drift on other machines, the ramp fixes them to within ~200",
+    )
+    ch.value(
+        "heal_events", sum(len(e["heals"]) for e in ev), note="self-healing crossings during the drivers"
+    )
+    ch.value(
+        "final_srank_driver",
+        [e["final_srank"] for e in ev],
+        rtol=0.3,
+        note="trained networks; srank is noisy",
+    )
+    ch.value(
+        "final_srank_healthy", [e["healthy_final_srank"] for e in ev], rtol=0.3, note="trained networks"
+    )
+    return settled
+
+
+def table_events(ev: list[dict]) -> str:
+    """HTML table of the drivers, one row per seed (loss columns only for a settled collapse)."""
+    rows = [
+        [
+            e["seed"],
+            e["first_cross"],
+            e["settled"],
+            len(e["heals"]),
+            f"{e['final_srank']:.2f}",
+            f"{e['healthy_final_srank']:.2f}",
+        ]
+        + (
+            [f"{e['collapse_loss']:.3f}", f"{e['healthy_loss_same_step']:.3f}"]
+            if e["settled"] is not None
+            else ["–", "–"]
+        )
+        for e in ev
+    ]
+    return rp.html_table(
+        [
+            "seed",
+            "first crossing",
+            "settled (saved)",
+            "self-heals",
+            "final srank",
+            "healthy final srank",
+            "loss at collapse",
+            "healthy loss, same step",
+        ],
+        rows,
+    )
+
+
+def record_collapse(ch, settled: list[dict], ev: list[dict], info: dict) -> None:
+    """Record the probe loss and attention entropy at the saved collapses (when any settled) and of the
+    healthy networks at their last step; glue their ranges (NaN where nothing settled) for the prose."""
+    if settled:
+        cl = [e["collapse_loss"] for e in settled]
+        ch.value("collapse_loss", cl, rtol=0.05, note="probe loss at the saved collapse; trained networks")
+        ch.value(
+            "collapse_minus_unigram",
+            [x - info["unigram"] for x in cl],
+            atol=0.15,
+            note="nats; trained networks",
+        )
+        ch.value(
+            "healthy_loss_at_collapse",
+            [e["healthy_loss_same_step"] for e in settled],
+            rtol=0.05,
+            note="healthy network, same seed and step",
+        )
+        ch.value(
+            "collapse_entropy",
+            [e["collapse_entropy"] for e in settled],
+            atol=0.1,
+            note="normalised attention entropy, mean over blocks; trained networks",
+        )
+        ch.value(
+            "collapse_entropy_last",
+            [e["collapse_entropy_last"] for e in settled],
+            atol=0.1,
+            note="normalised attention entropy of the last block; trained networks",
+        )
+        ch.glue("entl_lo", min(e["collapse_entropy_last"] for e in settled))
+        ch.glue("entl_hi", max(e["collapse_entropy_last"] for e in settled))
+        ch.glue("cl_lo", min(cl))
+        ch.glue("cl_hi", max(cl))
+        ch.glue("ent_lo", min(e["collapse_entropy"] for e in settled))
+        ch.glue("ent_hi", max(e["collapse_entropy"] for e in settled))
+    else:
+        for k in ("cl_lo", "cl_hi", "ent_lo", "ent_hi", "entl_lo", "entl_hi"):
+            ch.glue(k, float("nan"))
+    he = [e["healthy_final_entropy"] for e in ev]
+    ch.value(
+        "healthy_entropy",
+        he,
+        atol=0.1,
+        note="normalised attention entropy of the healthy networks at their last step",
+    )
+    ch.glue("hent_lo", min(he))
+    ch.glue("hent_hi", max(he))
+    hel = [e["healthy_final_entropy_last"] for e in ev]
+    ch.value("healthy_entropy_last", hel, atol=0.1, note="last block, healthy networks at their last step")
+    ch.glue("hentl_lo", min(hel))
+    ch.glue("hentl_hi", max(hel))
+    ch.glue("hloss_lo", min(e["healthy_final_loss"] for e in ev))
+
+
+def record_dips(ch, dips: list[dict]) -> None:
+    """Record the healthy networks' early dip (lowest srank, its step, runs below the threshold); glue the
+    lowest dip, the first seed's step and the lowest final srank for the prose."""
+    ch.value("healthy_min_srank", [d["min_srank"] for d in dips], rtol=0.3, note="trained networks")
+    ch.value("healthy_min_step", [d["min_step"] for d in dips], atol=100, note="steps; trained networks")
+    ch.value(
+        "healthy_dips_below",
+        [len(d["below"]) for d in dips],
+        note="runs of measurements below the threshold; trained networks",
+    )
+    ch.glue("dip_min", min(d["min_srank"] for d in dips))
+    ch.glue("dip_step", dips[0]["min_step"])
+    ch.glue("healthy_final_min", min(d["final"] for d in dips))
+
+
+def record_knife_edge(ch, p, runs: dict) -> None:
+    """Record the final srank per floor alpha_min and per depth, and whether depth 6 collapses; glue the
+    collapsed floors and depths (lists, or "none") and the depth-6 outcome word ("collapsed", "not
+    collapsed", "not run")."""
+    fa = {a: final_srank(runs["alpha"][a]) for a in sorted(runs["alpha"])}
+    fd = {d: final_srank(runs["depth"][d]) for d in sorted(runs["depth"])}
+    ch.value(
+        "knife_alpha",
+        {f"{a:g}": v for a, v in fa.items()},
+        rtol=0.3,
+        note="final srank per alpha_min; trained",
+    )
+    ch.value(
+        "knife_depth", {str(d): v for d, v in fd.items()}, rtol=0.3, note="final srank per depth; trained"
+    )
+    col_a = [a for a, v in fa.items() if v < p.threshold]
+    col_d = [d for d, v in fd.items() if v < p.threshold]
+    ch.glue("alpha_collapsed", ", ".join(f"{a:g}" for a in col_a) or "none")
+    ch.glue("depth_collapsed", ", ".join(str(d) for d in col_d) or "none")
+    ch.glue("depth_healthy", ", ".join(str(d) for d in fd if d not in col_d) or "none")
+    ch.value(
+        "depth6_collapses",
+        (fd[6] < p.threshold) if 6 in fd else None,
+        glue=False,
+        note="spec: at CPU scale depth 6 does not collapse at alpha_min = 0.02 (None: depth 6 not run)",
+    )
+    ch.glue(
+        "depth6_md", "not run" if 6 not in fd else ("collapsed" if fd[6] < p.threshold else "not collapsed")
+    )
+
+
+H1_RULE = (
+    "supported if more than half of the drivers settle; no settled one heals by the end of the "
+    "driver (final srank, median of the last 10 measurements, stays below the threshold plus half the way "
+    "to the healthy network's); and each is harmful (its probe loss is nearer the unigram loss than the "
+    "healthy network's at the same step); refuted if none settles; else inconclusive"
+)
+
+
+def judge_h1(ch, p, settled: list[dict], info: dict) -> str:
+    """Verdict H1 from the settled events: healed (the driver's final srank climbed back half-way from the
+    collapse threshold to the healthy network's, the recovery rule of repair-treatments) and harmful (the
+    loss sits nearer the frequency table than the healthy network's)."""
+    n = len(p.seeds)
+    healed = [
+        e
+        for e in settled
+        if e["final_srank"] >= p.threshold + 0.5 * (e["healthy_final_srank"] - p.threshold)
+    ]
+    harmful = [
+        e
+        for e in settled
+        if abs(e["collapse_loss"] - info["unigram"]) < e["collapse_loss"] - e["healthy_loss_same_step"]
+    ]
+    ok = len(settled) > n / 2 and not healed and len(harmful) == len(settled)
+    none = len(settled) == 0
+    return ch.verdict(
+        "H1",
+        "supported" if ok else ("refuted" if none else "inconclusive"),
+        claim="a weakened skip produces a settled, harmful collapse that does not heal",
+        rule=H1_RULE,
+        evidence={
+            "settled": len(settled),
+            "drivers": n,
+            "healed_after_settling": len(healed),
+            "final_srank": [e["final_srank"] for e in settled],
+            "collapse_minus_unigram": [e["collapse_loss"] - info["unigram"] for e in settled],
+            "collapse_minus_healthy": [e["collapse_loss"] - e["healthy_loss_same_step"] for e in settled],
+        },
+    )
+
+
 # -- figures ----------------------------------------------------------------------------------------
 def _plain_log(ax) -> None:
     """Log y-axis with plain tick labels (srank lives between 1 and a few)."""

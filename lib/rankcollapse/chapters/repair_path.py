@@ -764,3 +764,649 @@ def fig_weight_trace(p, trace: dict):
     axs[1, 0].legend(fontsize=6, ncol=2)
     fig.tight_layout()
     return fig
+
+
+# -- what the chapter records, judges and shows: one function per section -----------------------------------
+WEIGHT_KINDS = ("query", "key", "value", "mlp_in", "mlp_out")
+
+
+def _fmt_list(xs) -> str:
+    """A glued list of numbers or short words, comma-separated."""
+    return ", ".join(map(str, xs))
+
+
+def record_events(ch, p, events: list[dict]) -> None:
+    """Record the number of settled collapses among the seeds (an error when there is none: nothing to
+    trace) and glue the number of seeds."""
+    if not events:
+        raise RuntimeError(
+            "no driver settled into a collapse: nothing to trace (try more seeds or a lower alpha_min)"
+        )
+    ch.value("events", len(events), note="settled collapses among the seeds; trained networks")
+    ch.glue("n_seeds", len(p.seeds))
+
+
+def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
+    """Record Figure 2: the per-block gradient norms (collapsed task Q/K, hinge, healthy task Q/K), the
+    medians over blocks and events of the Q/K task gradient, collapsed and healthy, and their ratio, the
+    blocks with a numerically zero Q/K gradient, and the first and last block's hinge and task gradients.
+    Returns those summaries, which the reopening factor and the H3 verdict read."""
+    col = {s: g["collapsed"] for s, g in grads.items()}
+    hea = {s: g["healthy"] for s, g in grads.items()}
+    ch.value(
+        "task_qk_collapsed",
+        {s: c["task_qk"] for s, c in col.items()},
+        rtol=1.0,
+        glue=False,
+        note="per-block gradient norms of trained float32 networks: order of magnitude only",
+    )
+    ch.value(
+        "hinge_attn_collapsed",
+        {s: c["term_attn"] for s, c in col.items()},
+        rtol=1.0,
+        glue=False,
+        note="per-block hinge gradient norms; order of magnitude only",
+    )
+    ch.value(
+        "task_qk_healthy",
+        {s: h["task_qk"] for s, h in hea.items()},
+        rtol=1.0,
+        glue=False,
+        note="per-block gradient norms of the healthy networks; order of magnitude only",
+    )
+    qk_col = float(np.median([med(c["task_qk"]) for c in col.values()]))
+    qk_hea = float(np.median([med(h["task_qk"]) for h in hea.values()]))
+    qk_ratio = qk_col / qk_hea
+    n_zero = int(sum(sum(c["task_qk_zero"]) for c in col.values()))
+    hinge_first = float(np.median([c["term_attn"][0] for c in col.values()]))
+    hinge_last = float(np.median([c["term_attn"][-1] for c in col.values()]))
+    task_first = float(np.median([c["task_attn"][0] for c in col.values()]))
+    task_last = float(np.median([c["task_attn"][-1] for c in col.values()]))
+    ch.value(
+        "qk_collapsed_median", qk_col, rtol=1.0, note="median over blocks, then events; order of magnitude"
+    )
+    ch.value(
+        "qk_healthy_median", qk_hea, rtol=1.0, note="median over blocks, then seeds; order of magnitude"
+    )
+    ch.value("qk_ratio", qk_ratio, rtol=1.0, note="collapsed / healthy; order of magnitude")
+    ch.value(
+        "qk_numerically_zero",
+        n_zero,
+        atol=12,
+        note="blocks (over all events) with a numerically zero Q/K gradient",
+    )
+    ch.value("hinge_first", hinge_first, rtol=1.0, note="hinge gradient, first block (median over events)")
+    ch.value("hinge_last", hinge_last, rtol=1.0, note="hinge gradient, last block")
+    ch.value("task_first", task_first, rtol=1.0, note="task gradient on attention input, first block")
+    ch.value("task_last", task_last, rtol=1.0, note="task gradient on attention input, last block")
+    ch.glue("n_blocks_total", p.depth * len(events))
+    return {
+        "qk_ratio": qk_ratio,
+        "qk_collapsed": qk_col,
+        "qk_healthy": qk_hea,
+        "numerically_zero_blocks": n_zero,
+        "hinge_first": hinge_first,
+        "hinge_last": hinge_last,
+    }
+
+
+def record_reopening(ch, p, grads: dict, after_grads: dict, at_collapse: dict) -> dict:
+    """Record the median Q/K gradient at each probe alpha right after the switch and after ``after_steps``
+    updates there, and the reopening factor (first probe alpha against the collapse); glue the first probe
+    alpha's gradients and whether the later one is below a tenth of the reopened one (``"below"`` or
+    ``"still above"``). Returns the gradients by alpha (``reopen``, ``later``) and ``reopen_factor``, which
+    the table and the H4 verdict read."""
+    reopen = {
+        a: float(np.median([med(g["switched"][a]["task_qk"]) for g in grads.values()]))
+        for a in p.probe_alphas
+    }
+    later = {
+        a: float(np.median([med(after_grads[s][a]["task_qk"]) for s in after_grads])) for a in p.probe_alphas
+    }
+    ch.value(
+        "qk_after_switch",
+        {str(a): v for a, v in reopen.items()},
+        rtol=1.0,
+        glue=False,
+        note="median Q/K gradient right after the switch; order of magnitude",
+    )
+    ch.value(
+        "qk_after_updates",
+        {str(a): v for a, v in later.items()},
+        rtol=1.0,
+        glue=False,
+        note="median Q/K gradient after after_steps updates at that alpha; order of magnitude",
+    )
+    a0 = p.probe_alphas[0]
+    reopen_factor = reopen[a0] / at_collapse["qk_collapsed"]
+    ch.value(
+        "reopen_factor",
+        reopen_factor,
+        rtol=1.0,
+        note="median Q/K gradient at the first probe alpha / at the collapse",
+    )
+    ch.glue("a0", a0)
+    ch.glue("qk_a0", reopen[a0])
+    ch.glue("qk_a0_later", later[a0])
+    ch.glue("after_steps_g", p.after_steps)
+    ch.glue("path_after", "below" if later[a0] < reopen[a0] / 10 else "still above")
+    return {"reopen": reopen, "later": later, "reopen_factor": reopen_factor}
+
+
+def table_reopening(p, at_collapse: dict, reopening: dict) -> str:
+    """HTML table: the median Q/K gradient at the collapse and at each probe alpha, before any update and
+    after ``after_steps`` updates."""
+    reopen, later = reopening["reopen"], reopening["later"]
+    return rp.html_table(
+        ["alpha", "median Q/K gradient, before any update", f"after {p.after_steps} updates"],
+        [[f"{p.alpha_min} (collapsed)", f"{at_collapse['qk_collapsed']:.2e}", "–"]]
+        + [[a, f"{reopen[a]:.2e}", f"{later[a]:.2e}"] for a in p.probe_alphas],
+    )
+
+
+def record_switches(ch, p, sw: dict) -> None:
+    """Record the switches held at each alpha: events recovered, steps to recovery, final srank and loss
+    gap to the healthy network, per event."""
+    ch.value(
+        "switch_recovered",
+        {str(a): sw[a]["recovered"] for a in p.switch_alphas},
+        note="events recovered per held alpha (integers); trained networks",
+    )
+    ch.value(
+        "switch_steps",
+        {str(a): [r["recovered_after"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        glue=False,
+        atol=100,
+        note="steps to recovery (None: not within the branch); trained",
+    )
+    ch.value(
+        "switch_final_srank",
+        {str(a): [r["final_srank"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        glue=False,
+        rtol=0.3,
+        note="last-block srank at the end of each switch branch; trained",
+    )
+    ch.value(
+        "switch_loss_gap",
+        {str(a): [r["loss_gap"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        glue=False,
+        atol=0.15,
+        note="nats, probe loss minus healthy at the same step; trained",
+    )
+
+
+def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) -> None:
+    """Record the alpha of collapse and of recovery on the reversed ramp per event, and the driver's srank
+    at the start of the ramp; glue those alphas and their ratios as lists ("not recovered", "not measured":
+    no recovery; "unbounded": collapse first crossed at alpha = 0), and whether the srank before the ramp
+    was ``"well above"`` the threshold (by more than 0.5) or ``"close to"`` it."""
+    ch.value(
+        "alpha_at_collapse",
+        [h["alpha_collapse"] for h in hy],
+        atol=0.1,
+        note="alpha at the driver's first crossing of the threshold; trained",
+    )
+    ch.value(
+        "alpha_at_recovery",
+        [h["alpha_recover"] for h in hy],
+        atol=0.1,
+        note="alpha at the reversed ramp's recovery (None: not within the branch); trained",
+    )
+    ch.glue("a_col", _fmt_list(f"{h['alpha_collapse']:.3g}" for h in hy))
+    ch.glue(
+        "a_rec",
+        _fmt_list(
+            "not recovered" if h["alpha_recover"] is None else f"{h['alpha_recover']:.3g}" for h in hy
+        ),
+    )
+    ch.glue("branch_steps_g", p.branch_steps)
+    ch.glue(
+        "hyst_ratio_text",
+        _fmt_list(
+            "not measured"
+            if h["ratio"] is None
+            else "unbounded"
+            if h["ratio"] == float("inf")
+            else f"{h['ratio']:.3g}"
+            for h in hy
+        ),
+    )
+    sbr = float(np.median([rp.median_around(drivers[e["seed"]]["hist"], p.ramp_start) for e in events]))
+    ch.value(
+        "srank_before_ramp",
+        sbr,
+        rtol=0.3,
+        note="driver's last-block srank (10-measurement median, median over events) at the start of the "
+        "ramp; trained",
+    )
+    ch.glue("before_ramp", "well above" if sbr > p.threshold + 0.5 else "close to")
+
+
+def table_switches(p, sw: dict) -> str:
+    """HTML table: per held alpha, events recovered, median steps to recovery, final srank and loss gap,
+    beside the paper's recovered counts and median steps."""
+    paper_recovered = {0.1: "2/8", 0.3: "7/8", 0.6: "8/8"}
+    paper_steps = {0.1: 94, 0.3: 71, 0.6: 50}
+    return rp.html_table(
+        [
+            "alpha held",
+            "recovered / events",
+            "median steps to recovery",
+            "final srank (median)",
+            "loss minus healthy (median, nats)",
+            "paper recovered",
+            "paper median steps",
+        ],
+        [
+            [
+                a,
+                f"{sw[a]['recovered']} / {sw[a]['events']}",
+                "–" if sw[a]["median_steps"] is None else sw[a]["median_steps"],
+                f"{np.median([r['final_srank'] for r in sw[a]['rows']]):.2f}",
+                f"{np.median([r['loss_gap'] for r in sw[a]['rows']]):.3f}",
+                paper_recovered.get(a, "–"),
+                paper_steps.get(a, "–"),
+            ]
+            for a in p.switch_alphas
+        ],
+    )
+
+
+def record_delays(ch, p, rows: list[dict], eff: dict) -> None:
+    """Record the delayed switches: steps to recovery and srank before each switch, the per-event change of
+    the recovery time after the longest delay and the Spearman correlation of delay and recovery time; glue
+    the delays and delayed alphas, and per event (as lists) the steps to recovery undelayed and after the
+    longest delay ("no recovery": none within the branch)."""
+    ch.value(
+        "delayed_recovered_after",
+        {f"seed {r['seed']} alpha {r['alpha']} delay {r['delay']}": r["recovered_after"] for r in rows},
+        atol=100,
+        glue=False,
+        note="steps to recovery after each (delayed) switch; None: not within the branch; trained",
+    )
+    ch.value(
+        "delayed_srank_at_switch",
+        [r["srank_at_switch"] for r in rows],
+        rtol=0.3,
+        glue=False,
+        note="last-block srank just before each switch (still collapsed?); trained",
+    )
+    ch.value(
+        "delay_diff",
+        {str(e["seed"]): e["diff"] for e in eff["events"]},
+        atol=100,
+        glue=False,
+        note="steps to recovery after the longest delay minus undelayed (no recovery counted as branch + "
+        "10); trained",
+    )
+    ch.value(
+        "delay_spearman", eff["spearman"], atol=0.5, note="delay vs censored recovery time; None: < 4 points"
+    )
+    ch.glue("delays_text", _fmt_list(p.delays))
+    ch.glue("delay_alphas_text", _fmt_list(f"{a:g}" for a in p.delay_alphas))
+    ch.glue("h5_alpha", eff["alpha"])
+    ch.glue("max_delay", max(p.delays))
+    ch.glue("delay_seeds", _fmt_list(e["seed"] for e in eff["events"]))
+    ch.glue("delay_t0", _fmt_list("no recovery" if e["t0"] is None else e["t0"] for e in eff["events"]))
+    ch.glue(
+        "delay_tmax", _fmt_list("no recovery" if e["tmax"] is None else e["tmax"] for e in eff["events"])
+    )
+    ch.glue("delay_spearman_text", "not computed" if eff["spearman"] is None else f"{eff['spearman']:.2f}")
+
+
+def table_delayed(rows: list[dict]) -> str:
+    """HTML table: one row per (event, alpha, delay) with the srank before the switch, the predictor, steps
+    to recovery, final srank and loss gap to the healthy network."""
+    return rp.html_table(
+        [
+            "seed",
+            "alpha",
+            "further collapsed steps",
+            "srank before the switch",
+            "predictor (median Q/K gradient)",
+            "steps to recovery",
+            "final srank",
+            "loss minus healthy (nats)",
+        ],
+        [
+            [
+                r["seed"],
+                r["alpha"],
+                r["delay"],
+                f"{r['srank_at_switch']:.2f}",
+                f"{r['predictor']:.2e}",
+                "–" if r["recovered_after"] is None else r["recovered_after"],
+                f"{r['final_srank']:.2f}",
+                "past the healthy run" if r["loss_gap"] is None else f"{r['loss_gap']:.3f}",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def record_predictor(ch, rows: list[dict], split: dict) -> None:
+    """Record the predictor per switch, the thresholds fitted on the development seeds (at the lowest delayed
+    alpha and pooled) with their held-out accuracy, and the predictor's Spearman correlations with recovery
+    and recovery time; glue those correlations (``"not computed"`` where too few points)."""
+    ch.value(
+        "predictor_values",
+        [r["predictor"] for r in rows],
+        rtol=1.0,
+        glue=False,
+        note="median Q/K gradient right after each switch; order of magnitude",
+    )
+    ch.value(
+        "predictor_threshold",
+        split["threshold"],
+        rtol=1.0,
+        note="fitted on the development seeds; None: one outcome only there; order of magnitude",
+    )
+    ch.value(
+        "predictor_test_accuracy",
+        split["test_accuracy"],
+        atol=0.34,
+        note="held-out accuracy of the frozen threshold; None: nothing to test",
+    )
+    ch.value(
+        "predictor_spearman_recovery",
+        split["spearman_recovery"],
+        atol=0.5,
+        note="predictor vs recovered (lowest delayed alpha); None: < 4 points or one outcome",
+    )
+    ch.value(
+        "predictor_spearman_time",
+        split["spearman_time"],
+        atol=0.5,
+        note="predictor vs steps to recovery among recovered switches; None: < 4 points",
+    )
+    pool = split["pooled"]
+    ch.value(
+        "predictor_pooled_threshold",
+        pool["threshold"],
+        rtol=1.0,
+        note="pooled over switch scales, fitted on the development seeds; None: one outcome only; "
+        "order of magnitude",
+    )
+    ch.value(
+        "predictor_pooled_test_accuracy",
+        pool["test_accuracy"],
+        atol=0.34,
+        note="held-out accuracy of the frozen pooled threshold; None: nothing to test",
+    )
+    for key in ("spearman_recovery", "spearman_time"):
+        ch.glue(f"pred_{key}", "not computed" if split[key] is None else f"{split[key]:.2f}")
+
+
+def table_predictor(split: dict) -> str:
+    """HTML table: the registered test at the lowest delayed alpha and the pooled one, each with the
+    threshold fitted on the development seeds (none where they showed one outcome), its development
+    accuracy, and the frozen threshold's accuracy on the held-out seeds."""
+    dev, test = _fmt_list(split["dev_seeds"]), _fmt_list(split["test_seeds"])
+
+    def row(label, s):
+        if s["threshold"] is None:
+            return [label, dev, "none (one outcome only)", "–", test, "nothing tested"]
+        held = (
+            "no held-out events"
+            if s["test_accuracy"] is None
+            else f"{s['test_accuracy']:.2f} of {s['test_points']} switches"
+        )
+        return [
+            label,
+            dev,
+            f"{s['threshold']:.2e}",
+            f"{s['dev_accuracy']:.2f} of {s['dev_points']} switches",
+            test,
+            held,
+        ]
+
+    return rp.html_table(
+        [
+            "switches",
+            "development seeds",
+            "threshold",
+            "development accuracy",
+            "held-out seeds",
+            "held-out accuracy (frozen)",
+        ],
+        [
+            row(f"alpha = {split['alpha']:g} (registered)", split),
+            row("every alpha, pooled", split["pooled"]),
+        ],
+    )
+
+
+def record_weight_ranks(ch, wr: dict) -> dict:
+    """Record the weight-matrix and token stable ranks per seed and state, and their median ratios (healthy
+    over initial weights, collapsed over healthy weights, collapsed over healthy tokens); returns the ratios,
+    which the W1 verdict reads."""
+    ch.value(
+        "weight_srank",
+        {str(s): v for s, v in wr.items()},
+        rtol=0.3,
+        glue=False,
+        note="weight-matrix stable ranks (median over blocks) and token srank; trained",
+    )
+    kinds = WEIGHT_KINDS
+    w_heal_vs_init = float(np.median([wr[s]["healthy"][k] / wr[s]["init"][k] for s in wr for k in kinds]))
+    w_col_vs_heal = float(
+        np.median([wr[s]["collapsed"][k] / wr[s]["healthy"][k] for s in wr for k in kinds])
+    )
+    t_col_vs_heal = float(
+        np.median([wr[s]["collapsed"]["token_srank"] / wr[s]["healthy"]["token_srank"] for s in wr])
+    )
+    ch.value(
+        "w_healthy_vs_init", w_heal_vs_init, rtol=0.3, note="median ratio of weight stable ranks; trained"
+    )
+    ch.value(
+        "w_collapsed_vs_healthy",
+        w_col_vs_heal,
+        rtol=0.3,
+        note="median ratio of weight stable ranks; trained",
+    )
+    ch.value(
+        "token_collapsed_vs_healthy",
+        t_col_vs_heal,
+        rtol=0.3,
+        note="ratio of last-block token sranks; trained",
+    )
+    return {
+        "w_healthy_vs_init": w_heal_vs_init,
+        "w_collapsed_vs_healthy": w_col_vs_heal,
+        "token_collapsed_vs_healthy": t_col_vs_heal,
+    }
+
+
+def table_weight_ranks(wr: dict) -> str:
+    """HTML table: per seed and state (init, collapsed, healthy), each weight kind's stable rank and the last
+    block's token srank."""
+    kinds = WEIGHT_KINDS
+    return rp.html_table(
+        ["seed", "state"] + list(kinds) + ["token srank (last block)"],
+        [
+            [s, st] + [f"{wr[s][st][k]:.2f}" for k in kinds] + [f"{wr[s][st]['token_srank']:.2f}"]
+            for s in wr
+            for st in ("init", "collapsed", "healthy")
+        ],
+    )
+
+
+def record_trace(ch, p, ts: dict) -> dict:
+    """Record whether the in-memory repeat of each driver matches the saved one (glued as ``"matches"`` or
+    ``"does **not** match"``), and the token and weight stable rank ratios from the ramp's start to the
+    driver's end; returns the two medians, which the W1 verdict reads."""
+    ch.value(
+        "trace_matches_driver",
+        all(t["matches_driver"] for t in ts.values()),
+        note="the in-memory repeat reproduces the saved driver's srank history bit for bit (same machine)",
+    )
+    ch.glue(
+        "trace_match", "matches" if all(t["matches_driver"] for t in ts.values()) else "does **not** match"
+    )
+    ch.glue("trace_every_g", p.trace_every)
+    tok_ramp = float(np.median([t["token_ratio"] for t in ts.values()]))
+    w_ramp = float(np.median([v for t in ts.values() for v in t["weight_ratio"].values()]))
+    ch.value(
+        "trace_token_ratio",
+        tok_ramp,
+        rtol=0.3,
+        note="token srank at the driver's end / at the ramp's start (median over events); trained",
+    )
+    ch.value(
+        "trace_weight_ratio",
+        w_ramp,
+        rtol=0.3,
+        note="weight stable rank at the driver's end / at the ramp's start (median over kinds and events); "
+        "trained",
+    )
+    ch.value(
+        "trace_weight_ratio_by_kind",
+        {str(s): t["weight_ratio"] for s, t in ts.items()},
+        rtol=0.3,
+        glue=False,
+        note="per weight kind; trained",
+    )
+    return {"trace_token_ratio": tok_ramp, "trace_weight_ratio": w_ramp}
+
+
+# -- verdicts ----------------------------------------------------------------------------------------------
+def judge_h3(ch, at_collapse: dict) -> str:
+    """H3: the task gradient no longer reaches Q/K; the hinge's gradient fades before the collapsing (late)
+    blocks. Reads :func:`record_block_grads`' summaries."""
+    qk_ratio = at_collapse["qk_ratio"]
+    hinge_first, hinge_last = at_collapse["hinge_first"], at_collapse["hinge_last"]
+    hinge_fade = hinge_first / max(hinge_last, 1e-300)
+    if qk_ratio < 0.01 and hinge_fade >= 10:
+        v = "supported"
+    elif qk_ratio >= 1 / 3 or hinge_fade < 1:
+        v = "refuted"
+    else:
+        v = "inconclusive"
+    return ch.verdict(
+        "H3",
+        v,
+        claim="the task gradient no longer reaches query and key; the term's gradient fades before "
+        "the collapsing blocks",
+        rule="supported if the collapsed networks' median Q/K task gradient is below 1/100 of the healthy "
+        "one's and the hinge's gradient is at least 10x larger in the first block than in the last; refuted "
+        "if the Q/K ratio is at least 1/3 or the hinge's gradient grows towards the last block; else "
+        "inconclusive",
+        evidence={
+            "qk_ratio": qk_ratio,
+            "qk_collapsed": at_collapse["qk_collapsed"],
+            "qk_healthy": at_collapse["qk_healthy"],
+            "numerically_zero_blocks": at_collapse["numerically_zero_blocks"],
+            "hinge_first": hinge_first,
+            "hinge_last": hinge_last,
+        },
+    )
+
+
+def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dict) -> str:
+    """H4: the switch reopens the path at once; rank recovers only far above the collapse scale. Reads the
+    reopening factor, the hysteresis ratios and the held switches' recoveries."""
+    reopen_factor = reopening["reopen_factor"]
+    ratios = [h["ratio"] for h in hy if h["ratio"] is not None]
+    if reopen_factor < 2:
+        v = "refuted"
+    elif ratios and min(ratios) < 1.5:
+        v = "refuted"
+    elif reopen_factor >= 5 and len(ratios) * 2 >= len(events) and min(ratios) >= 3:
+        v = "supported"
+    else:
+        v = "inconclusive"
+    return ch.verdict(
+        "H4",
+        v,
+        claim="restoring the skip reopens the path at once; rank recovers only far above the collapse scale",
+        rule="supported if switching to the first probe alpha raises the median Q/K gradient at least 5x "
+        "before any update and the reversed ramp recovers in at least half the events, every one at an "
+        "alpha at least 3x the alpha of collapse; refuted if the rise is under 2x or some recovery happens "
+        "below 1.5x the alpha of collapse; else inconclusive (e.g. no recovery within the branch)",
+        evidence={
+            "reopen_factor": reopen_factor,
+            "alpha_collapse": [h["alpha_collapse"] for h in hy],
+            "alpha_recover": [h["alpha_recover"] for h in hy],
+            "recovered_by_held_alpha": {str(a): sw[a]["recovered"] for a in p.switch_alphas},
+        },
+    )
+
+
+def judge_h7(ch, p, sw: dict, rows: list[dict]) -> str:
+    """H7: the loss after recovery stays above a healthy network's, over the held and delayed switches that
+    recovered."""
+    held = [
+        r["loss_gap"] for a in p.switch_alphas for r in sw[a]["rows"] if r["recovered_after"] is not None
+    ]
+    later = [
+        r["loss_gap"]
+        for r in rows
+        if r["delay"] > 0 and r["recovered_after"] is not None and r["loss_gap"] is not None
+    ]
+    gaps = held + later
+    if not gaps:
+        v = "inconclusive"
+    elif float(np.median(gaps)) > 0.05:
+        v = "supported"
+    elif float(np.median(gaps)) < 0.01:
+        v = "refuted"
+    else:
+        v = "inconclusive"
+    return ch.verdict(
+        "H7",
+        v,
+        claim="the loss stays above a healthy network's after the rank recovers",
+        rule="over the switch branches (held and delayed) that recovered: supported if the median final "
+        "probe-loss gap to the healthy network at the same step exceeds 0.05 nats, refuted if below 0.01; "
+        "inconclusive if none recovered",
+        evidence={
+            "recovered_gaps": gaps,
+            "all_gaps": {str(a): [r["loss_gap"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        },
+    )
+
+
+def judge_h5(ch, eff: dict) -> str:
+    """H5: the longer a network stays collapsed, the slower or rarer its recovery (the rule is
+    :func:`h5_verdict` on :func:`delay_effect`)."""
+    return ch.verdict(
+        "H5",
+        h5_verdict(eff),
+        claim="the longer a network stays collapsed, the slower or rarer its recovery",
+        rule=f"at alpha = {eff['alpha']:g}, per event: steps to recovery after the longest delay minus "
+        "undelayed (no recovery = branch length + 10); supported if no event recovers 20 or more steps "
+        "faster after the delay and at least half recover 20 or more steps slower (or not at all); refuted "
+        "if at least half recover 20 or more steps faster; inconclusive otherwise or if no switch at that "
+        "alpha recovered",
+        evidence={"events": eff["events"], "spearman_delay_time": eff["spearman"]},
+    )
+
+
+def judge_w1(ch, weights: dict, trace_ratios: dict) -> str:
+    """W1: weight-matrix rank and token rank do not move together. Reads :func:`record_weight_ranks`' ratios
+    and :func:`record_trace`'s."""
+    w_heal_vs_init = weights["w_healthy_vs_init"]
+    w_col_vs_heal = weights["w_collapsed_vs_healthy"]
+    t_col_vs_heal = weights["token_collapsed_vs_healthy"]
+    if w_heal_vs_init < 0.7 and t_col_vs_heal < 0.7 and 0.5 <= w_col_vs_heal <= 2.0:
+        v = "supported"
+    elif t_col_vs_heal < 0.7 and w_col_vs_heal < 0.5:
+        v = "refuted"
+    else:
+        v = "inconclusive"
+    return ch.verdict(
+        "W1",
+        v,
+        claim="weight-matrix rank collapse and token rank collapse are different phenomena",
+        rule="supported if training lowers the healthy network's weight stable rank below 0.7 of initial "
+        "(median over matrices) while the collapsed network's token srank is below 0.7 of the healthy one's "
+        "but its weight stable rank stays within 0.5-2x the healthy one's; refuted if the collapsed "
+        "network's weight stable rank is also below 0.5 of the healthy one's; else inconclusive",
+        evidence={
+            "w_healthy_vs_init": w_heal_vs_init,
+            "w_collapsed_vs_healthy": w_col_vs_heal,
+            "token_collapsed_vs_healthy": t_col_vs_heal,
+            "trace_token_ratio": trace_ratios["trace_token_ratio"],
+            "trace_weight_ratio": trace_ratios["trace_weight_ratio"],
+        },
+    )

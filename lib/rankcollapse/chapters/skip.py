@@ -204,27 +204,6 @@ def c2_verdict(exact_all: bool, san_collapsed: int, skip_collapsed: int, n_each:
     return "inconclusive"
 
 
-def c2_text(verdict: str, skip_collapsed: int, n_each: int) -> str:
-    """The sentence that explains the C2 verdict in the chapter's closing list."""
-    limit = (
-        "Part (c) shows the limit of the claim: with a large enough β a network with skips can still be "
-        "driven to a small fraction of its input's residual."
-    )
-    if verdict == "supported":
-        return (
-            "In the sense the paper proves (residual-preserving parameterisations exist at every depth and "
-            "β) and at random initialisation, where no skip network lost its relative residual. " + limit
-        )
-    if verdict == "inconclusive":
-        return (
-            f"The constructions hold exactly, but at random initialisation {skip_collapsed} of {n_each} "
-            "skip networks still drove the *relative* residual below the collapse threshold: the token mean "
-            "outgrew the residual (compare the absolute residual in the bottom row of the curves figure). "
-            + limit
-        )
-    return "A construction failed, or skip networks collapsed as often as pure SANs; see the evidence."
-
-
 def check(p) -> None:
     if p.d_model // p.heads < 1 or p.search_d // p.search_heads < 1:
         raise ParameterError("parameters 'heads'/'search_heads' must not exceed 'd_model'/'search_d'")
@@ -353,6 +332,53 @@ def constructions(n, d, H, depths, betas, k, seed) -> list[dict]:
     return rows
 
 
+def record_constructions(ch, cons: list[dict], p) -> dict:
+    """Record part (a): the constructions checked, the unchecked ones (overflow or too few digits), whether
+    all are exact, their worst deviation (absolute and in round-off units), the family on a generic input
+    and how far the family's attention is from uniform; glue the depths and betas of the grid and the
+    generic ratios' range. Returns what the C2 verdict reads: ``exact_all``, ``cases``, ``worst_dev``."""
+    fams = ("zero values", "uniform attention", "residual-orthogonal values")
+    in_range = [r for r in cons if r["family"] in fams and r["checkable"]]
+    exact_all = all(r["exact"] for r in in_range)
+    worst_dev = max(abs(r["ratio"] - 1) for r in in_range)
+    generic = [r for r in cons if r["family"].endswith("generic input") and r["checkable"]]
+    ch.value("construct_cases", len(in_range), note="count")
+    ch.value(
+        "construct_unchecked",
+        sum(not r["checkable"] for r in cons if r["family"] in fams),
+        note="count of cases that overflow or keep fewer than four digits of the residual",
+    )
+    ch.value(
+        "construct_all_exact", exact_all, note="boolean: every case equal to 1 up to its round-off scale"
+    )
+    ch.value(
+        "construct_worst_dev", worst_dev, atol=1e-4, note="round-off; grows with the token mean, see figure"
+    )
+    ch.value(
+        "construct_worst_in_roundoff",
+        max(r["dev_in_roundoff"] for r in in_range),
+        atol=100,
+        note="deviation in units of each case's round-off scale; exact means below 100",
+    )
+    ch.value(
+        "generic_ratio_range",
+        [min(r["ratio"] for r in generic), max(r["ratio"] for r in generic)],
+        rtol=1e-6,
+        note="float64",
+    )
+    ch.glue("generic_lo", min(r["ratio"] for r in generic))
+    ch.glue("generic_hi", max(r["ratio"] for r in generic))
+    ch.value(
+        "family_attention_from_uniform",
+        max(r["attention_from_uniform"] for r in cons if r["family"] == "residual-orthogonal values"),
+        rtol=1e-6,
+        note="float64; largest |P - 1/n| of the family's first layer",
+    )
+    ch.glue("construct_max_depth", max(p.construct_depths))
+    ch.glue("construct_betas_md", ", ".join(f"{b:g}" for b in p.construct_betas))
+    return {"exact_all": exact_all, "cases": len(in_range), "worst_dev": worst_dev}
+
+
 # -- (b) SAN vs SAN+skip at random init -----------------------------------------------------------
 def skip_curves(n, d, H, L, scales, seeds, floor_mult, seed, device, log=print) -> list[dict]:
     floor = float_floor(torch.float64, floor_mult)
@@ -395,6 +421,54 @@ def curve_summary(rows) -> dict:
     return out
 
 
+def record_skip_curves(ch, curves: list[dict]) -> dict:
+    """Record part (b): the per-scale summary of the curves, how many pure SANs and SAN+skip networks
+    collapse (``r(X_L) <= COLLAPSE_TOL``), the smallest final r of the skip networks and the range of their
+    absolute residual ratio; glue the networks per variant, the threshold, how many skip networks end below
+    their input's absolute residual (and ``abs_holds_in``: Claim 3.1's inequality holds in "all", "some" or
+    "none" of them), and the skip networks' median final r with its scales, as lists. Returns what the C2
+    verdict reads."""
+    cs = curve_summary(curves)
+    ch.value("curve_summary", cs, rtol=1e-6, atol=1e-13, note="float64; SAN values at round-off (atol)")
+    san_collapsed = sum(r["r"][-1] <= COLLAPSE_TOL for r in curves if not r["skip"])
+    skip_collapsed = sum(r["r"][-1] <= COLLAPSE_TOL for r in curves if r["skip"])
+    n_each = sum(1 for r in curves if r["skip"])
+    ch.value("san_collapsed", san_collapsed, note="count")
+    ch.value("skip_collapsed", skip_collapsed, note="count")
+    ch.value(
+        "skip_r_L_min",
+        min(r["r"][-1] for r in curves if r["skip"]),
+        rtol=1e-6,
+        atol=1e-13,
+        note="float64; round-off below 1e-13",
+    )
+    skip_abs_min = min(r["res"][-1] / r["res"][0] for r in curves if r["skip"])
+    skip_abs_max = max(r["res"][-1] / r["res"][0] for r in curves if r["skip"])
+    n_below = sum(r["res"][-1] < r["res"][0] for r in curves if r["skip"])
+    ch.glue("skip_abs_below", n_below)
+    ch.glue("skip_abs_min", skip_abs_min)
+    ch.glue("skip_abs_max", skip_abs_max)
+    ch.glue("abs_holds_in", "all" if n_below == 0 else "none" if n_below == n_each else "some")
+    ch.value(
+        "skip_abs_ratio_range",
+        [skip_abs_min, skip_abs_max],
+        rtol=1e-6,
+        note="float64; ||res(X_L)|| / ||res(X)|| of the skip networks",
+    )
+    ch.glue("n_each", n_each)
+    ch.glue("collapse_tol", COLLAPSE_TOL)
+    skip_cs = {k.split("_")[1]: v for k, v in cs.items() if k.startswith("skip")}
+    ch.glue("skip_r_L_medians", ", ".join(f"{v['r_L_median']:.2g}" for v in skip_cs.values()))
+    ch.glue("skip_scales", ", ".join(skip_cs))
+    return {
+        "san_collapsed": san_collapsed,
+        "skip_collapsed": skip_collapsed,
+        "n_each": n_each,
+        "skip_r_L_min": min(r["r"][-1] for r in curves if r["skip"]),
+        "skip_abs_min": skip_abs_min,
+    }
+
+
 # -- (c) the lower-bound frontier ------------------------------------------------------------------
 def frontier(n, d, H, depths, betas, samples, steps, starts, lr, seed, log=print) -> list[dict]:
     """Smallest ``||res(X_L)||/||res(X)||`` found with skips under ``beta_h <= beta``, per (depth, beta), by
@@ -430,28 +504,6 @@ def frontier(n, d, H, depths, betas, samples, steps, starts, lr, seed, log=print
     return rows
 
 
-def compounding_text(rows) -> str:
-    """Compare the deepest network's best ratio at the smallest beta with the shallowest one's compounded."""
-    bmin = min(r["beta"] for r in rows)
-    sel = sorted((r for r in rows if r["beta"] == bmin), key=lambda r: r["L"])
-    lo, hi = sel[0], sel[-1]
-    comp = lo["best"] ** (hi["L"] / lo["L"])
-    head = (
-        f"at β ≤ {bmin:g} the best depth-{lo['L']} ratio {lo['best']:.3f}, compounded to depth {hi['L']}, "
-        f"would give {comp:.3f}; the best depth-{hi['L']} network found reaches {hi['best']:.3f}. "
-    )
-    if hi["best"] > comp:
-        return head + (
-            "The frontier falls more slowly than compounding the best shallow network: either that "
-            "optimum cannot be repeated layer after layer (each layer changes the input the next one "
-            "sees) or the search is weaker at depth; these numbers cannot tell which."
-        )
-    return head + (
-        "The frontier falls at least as fast as compounding the best shallow network, so deep networks "
-        "gain from coordinating their layers."
-    )
-
-
 def input_scale(n, d, seed) -> dict:
     X = random_tokens(n, d, seed + 1)
     G = X @ X.T
@@ -462,18 +514,85 @@ def input_scale(n, d, seed) -> dict:
     }
 
 
-def abs_text(n_below: int, lo: float, hi: float) -> str:
-    """The sentence on the absolute residual of the skip networks (Claim 3.1's quantity)."""
-    rng = f"its final ratio ‖res(X_L)‖/‖res(X)‖ runs from {lo:.3g} to {hi:.3g}"
-    if n_below == 0:
-        return (
-            f"The **absolute** residual of the skip networks never ends below the input's: {rng}, the "
-            "inequality of Claim 3.1 holding at random initialisation."
-        )
-    return (
-        f"The **absolute** residual of the skip networks ends below the input's in {n_below} networks "
-        f"({rng}): Claim 3.1's inequality is a property of some parameterisations, not of every random one"
-        + (", although where it fails here it fails by little." if lo > 0.5 else ".")
+def record_frontier(ch, front: list[dict], ins: dict, p) -> None:
+    """Record part (c): the frontier (smallest ratio found per depth and beta), the random search's part of
+    it, and the input's residual; glue the frontier at the smallest and largest beta and depth, the
+    shallowest network's ratio compounded to the largest depth and whether the deepest one lies "above" or
+    "at or below" that (``front_vs_compound``), whether every token scores highest against itself
+    (``self_max_word``: "true"/"false"), and the search's counts."""
+    ch.value(
+        "frontier",
+        {f"L{r['L']}_beta{r['beta']:g}": r["best"] for r in front},
+        rtol=0.2,
+        atol=1e-3,
+        note="optimiser output; round-off differences can steer Adam elsewhere, so 20%",
+    )
+    ch.value(
+        "frontier_random",
+        {f"L{r['L']}_beta{r['beta']:g}": r["random"] for r in front},
+        rtol=1e-6,
+        note="float64 forward passes of seeded draws",
+    )
+    ch.value("input_res_1inf", ins["res_1inf"], rtol=1e-12, note="float64")
+    ch.glue("self_max_word", "true" if ins["self_max"] else "false")
+    bmin, bmax = min(p.search_betas), max(p.search_betas)
+    Lmax = max(p.search_depths)
+    at = {(r["L"], r["beta"]): r for r in front}
+    ch.glue("front_small", at[(Lmax, bmin)]["best"])
+    ch.glue("front_large", at[(Lmax, bmax)]["best"])
+    ch.glue("front_small_L1", at[(min(p.search_depths), bmin)]["best"])
+    ch.glue("per_layer_small", at[(Lmax, bmin)]["per_layer"])
+    compound = at[(min(p.search_depths), bmin)]["best"] ** (Lmax / min(p.search_depths))
+    ch.glue("front_compound", compound)
+    ch.glue("front_vs_compound", "above" if at[(Lmax, bmin)]["best"] > compound else "at or below")
+    ch.glue("bmin", bmin)
+    ch.glue("bmax", bmax)
+    ch.glue("Lmax", Lmax)
+    ch.glue("Lmin", min(p.search_depths))
+    ch.glue("adv_wins", sum(r["adversarial"] < min(r["random"], r["structured"]) for r in front))
+    ch.glue("n_cells", len(front))
+    ch.glue("random_min", min(r["random"] for r in front))
+
+
+def judge_c2(ch, cons: dict, curves: dict) -> str:
+    """Record the C2 verdict (:func:`c2_verdict`) from part (a)'s constructions (``cons``, as returned by
+    :func:`record_constructions`) and part (b)'s counts (``curves``, from :func:`record_skip_curves`); glue
+    ``c2_constructions``, "All" or "Not all" (of the constructions hold exactly). Returns the verdict."""
+    c2 = c2_verdict(cons["exact_all"], curves["san_collapsed"], curves["skip_collapsed"], curves["n_each"])
+    ch.verdict(
+        "C2",
+        c2,
+        claim="skip connections prevent the collapse (Claim 3.1: parameterisations with "
+        "||res(X_L)|| >= ||res(X)|| exist for any depth and arbitrarily small beta)",
+        rule=C2_RULE,
+        evidence={
+            "construct_all_exact": cons["exact_all"],
+            "construct_cases": cons["cases"],
+            "construct_worst_dev": cons["worst_dev"],
+            "san_collapsed": curves["san_collapsed"],
+            "skip_collapsed": curves["skip_collapsed"],
+            "networks_per_variant": curves["n_each"],
+            "skip_r_L_min": curves["skip_r_L_min"],
+            "skip_abs_ratio_min": curves["skip_abs_min"],
+        },
+    )
+    ch.glue("c2_constructions", "All" if cons["exact_all"] else "Not all")
+    return c2
+
+
+def judge_q1(ch, front: list[dict], ins: dict, p) -> str:
+    """Record the Q1 verdict: 'inconclusive' by construction (:data:`Q1_RULE`), the frontier as evidence."""
+    return ch.verdict(
+        "Q1",
+        "inconclusive",
+        claim="a tight lower bound on ||res(X_L)||/||res(X)|| with skip connections (open problem)",
+        rule=Q1_RULE,
+        evidence={
+            "frontier": {f"L{r['L']}_beta{r['beta']:g}": r["best"] for r in front},
+            "input_res_1inf": ins["res_1inf"],
+            "search_d": p.search_d,
+            "search_tokens": p.search_tokens,
+        },
     )
 
 

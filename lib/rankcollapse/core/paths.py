@@ -13,7 +13,8 @@ Three ways to get the terms, from slowest to fastest:
 * :func:`path_sum_enumerated` enumerates paths level by level sharing common
   prefixes (the fastest honest enumeration; used as the benchmark reference),
 * :func:`length_components` never enumerates: the length-``k`` component obeys
-  ``S_l^(k) = [skip] S_{l-1}^(k) + T_l(S_{l-1}^(k-1))``, O(L^2) layer applications.
+  ``S_l^(k) = [skip] S_{l-1}^(k) + T_l(S_{l-1}^(k-1))``, O(L^2) layer applications, each layer's
+  components stacked into one batch and its heads mixed in large GEMMs (:meth:`SAN.mix`).
 
 All three return the same :class:`PathSplit`: per-length sums of the linear
 terms and the rank-one bias term ``1 c^T`` (which Theorem 2.1 writes as 1b^T).
@@ -71,15 +72,39 @@ class PathSplit:
         return self.components[: k + 1].sum(dim=0) + self.bias
 
 
-def _bias_term(san: SAN, atts: list[Tensor], like: Tensor) -> Tensor:
+def _require_plain(san: SAN) -> None:
     if not getattr(san.cfg, "plain", True):
         raise ValueError(
             "the path decomposition (Theorem 2.1) holds for pure SANs only: "
             "this network has an MLP or layer normalisation"
         )
+
+
+def _row_stochastic(P: Tensor) -> bool:
+    """True when every row of every attention matrix sums to 1 up to round-off (as softmax rows do)."""
+    tol = 1e3 * torch.finfo(P.dtype).eps if P.is_floating_point() else 0.0
+    return bool(((P.sum(dim=-1) - 1).abs() <= tol).all())
+
+
+def _bias_term(san: SAN, atts: list[Tensor], like: Tensor) -> Tensor:
+    """The affine part ``B_l = [skip] B_{l-1} + T_l(B_{l-1}) + 1 b_l^T``, ``B_0 = 0``.
+
+    With row-stochastic attention matrices ``P_h 1 = 1``, so ``B_l = 1 c_l^T`` stays rank one with
+    ``c_l = [skip] c_{l-1} + sum_h W_O,h^T W_V,h^T c_{l-1} + b_l``: a vector recursion, computed with
+    the same head-mixed products as :meth:`SAN.mix` (values of all heads, then the output projection on
+    the concatenated heads). Other ``atts`` get the general matrix recursion.
+    """
+    _require_plain(san)
+    L, H, dv, skip = san.cfg.n_layers, san.cfg.n_heads, san.cfg.dv, san.cfg.skip
+    if all(_row_stochastic(P) for P in atts[:L]):
+        c = torch.zeros(like.shape[-1], dtype=like.dtype, device=like.device)
+        for l in range(L):
+            t = (c @ san.WV[l]).reshape(H * dv) @ san.WO[l].reshape(H * dv, -1)  # (H, dv) -> (d,)
+            c = (c if skip else 0) + t + san.b[l]
+        return torch.zeros_like(like) + c
     B = torch.zeros_like(like)
-    for l in range(san.cfg.n_layers):
-        B = (B if san.cfg.skip else 0) + san.mix(l, atts[l], B) + san.b[l]
+    for l in range(L):
+        B = (B if skip else 0) + san.mix(l, atts[l], B) + san.b[l]
     return B
 
 
@@ -134,9 +159,12 @@ def length_components(san: SAN, X: Tensor, atts: list[Tensor] | None = None) -> 
     """Exact per-length components without enumerating paths.
 
     ``S_l^(k) = [skip] S_{l-1}^(k) + T_l(S_{l-1}^(k-1))``, with all ``k`` of a layer
-    pushed through ``T_l`` in one batched call. If ``atts`` is None the forward
-    pass is run first to get them. Works for ``X`` of shape (n, d) or (B, n, d).
+    pushed through ``T_l`` in one batched call: :meth:`SAN.mix` on the stack of the ``l`` components,
+    i.e. the values of all heads of all components in one GEMM, each ``P_h`` applied to every component
+    at once, and the output projection on the concatenated heads in one GEMM. If ``atts`` is None the
+    forward pass is run first to get them. Works for ``X`` of shape (n, d) or (B, n, d).
     """
+    _require_plain(san)
     L = san.cfg.n_layers
     if atts is None:
         _, atts = san.forward(X)

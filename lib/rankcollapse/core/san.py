@@ -5,9 +5,14 @@ One layer with H heads maps tokens ``X`` (rows) to
     SA(X) = sum_h P_h X W_h + 1 b^T,   P_h = softmax(X W_Q,h W_K,h^T X^T / sqrt(d_qk)),
     W_h = W_V,h W_O,h,
 
-and, with a skip connection, ``X + SA(X)``. Weights are plain tensors so that
-the same object serves forward passes, path decompositions, bounds and
-gradient-based searches (set ``requires_grad`` on them).
+and, with a skip connection, ``X + SA(X)``. It is computed as a transformer computes it, never forming
+the d x d maps ``W_h``: the queries, keys and values of all heads each come from one product over
+all rows (a batched GEMM over the heads sharing its input, or under autograd one GEMM with the heads'
+weights side by side, d x H d_v), ``P_h`` multiplies its head's values in one batched matmul over the
+heads, and one GEMM ``[P_1 V_1 | ... | P_H V_H] @ W_O`` (H d_v x d) projects the concatenated heads and
+sums them (:meth:`SAN.mix`; the path recursion shares it).
+Weights are plain tensors so that the same object serves forward passes, path decompositions, bounds
+and gradient-based searches (set ``requires_grad`` on them).
 
 Optional components (all off by default; the defaults reproduce the plain SAN
 bit for bit, and their weights come from a separate random stream so the SAN's
@@ -155,12 +160,36 @@ class SAN:
         return self.WQ.dtype
 
     # -- the pieces of one layer --------------------------------------------------------
+    # The heads are mixed in large products, never in H small ones per matrix: the queries, keys and
+    # values of all heads come from one product over all of X's rows (stacked matrices and batch entries
+    # flattened together), and ``W_O`` (H, d_v, d) is, as a view, the (H d_v, d) matrix that projects the
+    # concatenated heads in one GEMM, which also sums over the heads.
+    @staticmethod
+    def _per_head(X: Tensor, W: Tensor) -> Tensor:
+        """``X W_h`` for every head in one product: (..., n, d) x (H, d, k) -> (H, rows, k).
+
+        ``rows`` runs over all of ``X``'s rows (leading dimensions, then tokens). Without autograd
+        recording it is one batched GEMM over the heads whose input is shared (broadcast with stride 0,
+        not copied); under autograd it is one GEMM ``X @ [W_1 | ... | W_H]`` (d x H k), whose backward
+        is two plain GEMMs where the shared input's would materialise an (H, rows, d) gradient. Both
+        compute the same dot products; the concatenation copies the weights, as much memory traffic as
+        the product itself at n = 32 tokens and d = 768, which the batched form avoids."""
+        H, d, k = W.shape
+        X2 = X.reshape(-1, d)
+        if torch.is_grad_enabled() and (X.requires_grad or W.requires_grad):
+            return (X2 @ W.transpose(0, 1).reshape(d, H * k)).view(-1, H, k).transpose(0, 1)
+        return torch.bmm(X2.expand(H, *X2.shape), W)
+
     def attention(self, l: int, X: Tensor) -> Tensor:
-        """Row-stochastic attention matrices of layer ``l``: shape (..., H, n, n)."""
-        Xh = X.unsqueeze(-3)  # (..., 1, n, d)
-        Qm = Xh @ self.WQ[l]  # (..., H, n, dqk)
-        Km = Xh @ self.WK[l]
-        logits = Qm @ Km.transpose(-1, -2) / math.sqrt(self.cfg.dqk)
+        """Row-stochastic attention matrices of layer ``l``: shape (..., H, n, n).
+
+        The queries (and the keys) of all heads and all of ``X``'s rows come from one product.
+        """
+        H, dqk = self.cfg.n_heads, self.cfg.dqk
+        lead, n = X.shape[:-2], X.shape[-2]
+        Qm = self._per_head(X, self.WQ[l]).view(H, *lead, n, dqk).movedim(0, -3)  # (..., H, n, dqk)
+        Km = self._per_head(X, self.WK[l]).view(H, *lead, n, dqk).movedim(0, -3)
+        logits = Qm @ Km.transpose(-1, -2) / math.sqrt(dqk)
         return torch.softmax(logits, dim=-1)
 
     def head_maps(self, l: int) -> Tensor:
@@ -170,11 +199,36 @@ class SAN:
     def mix(self, l: int, P: Tensor, Y: Tensor) -> Tensor:
         """``T_l(Y) = sum_h P_h Y W_h`` with the attention matrices ``P`` held fixed.
 
-        Computed in the factored form ``P_h (Y W_V,h) W_O,h`` that a forward pass uses.
-        ``Y`` may carry extra leading batch dimensions that ``P`` broadcasts over.
+        Computed in the factored form ``P_h (Y W_V,h) W_O,h`` that a forward pass uses, with the heads
+        mixed in large products: the values ``V_h = Y W_V,h`` of all heads (and all of ``Y``'s rows) in
+        one product (:meth:`_per_head`), each ``P_h`` applied to its head's values in one batched matmul
+        over the heads, and the output projection on the concatenated heads,
+        ``[P_1 V_1 | ... | P_H V_H] @ W_O`` with ``W_O`` viewed as (H d_v, d), in one GEMM that also sums
+        over the heads.
+
+        ``Y`` may carry extra leading batch dimensions that ``P`` broadcasts over. When ``Y`` is a stack
+        ``(*stack, *batch, n, d)`` of matrices sharing ``P`` of shape ``(*batch, H, n, n)`` (as the path
+        recursion pushes all components of a layer through ``T_l`` at once), the stack is laid side by side
+        in the columns, so each ``P_h`` multiplies all of them in a single (n, n) x (n, stack d_v) product.
         """
-        V = Y.unsqueeze(-3) @ self.WV[l]  # (..., H, n, dv)
-        return ((P @ V) @ self.WO[l]).sum(dim=-3)
+        H, dv = self.cfg.n_heads, self.cfg.dv
+        n, d = Y.shape[-2:]
+        V = self._per_head(Y, self.WV[l])  # (H, rows, dv): the values of all heads in one product
+        pb = P.shape[:-3]
+        k = Y.dim() - 2 - len(pb)  # number of leading stack dimensions of Y beyond P's batch
+        if k > 0 and tuple(Y.shape[k:-2]) == tuple(pb):
+            stack = Y.shape[:k]
+            c, nb = math.prod(stack), len(pb)
+            # (H, c, *pb, n, dv) -> (*pb, H, n, c, dv): each head's values of the c matrices side by side
+            V = V.view(H, c, *pb, n, dv).permute(*range(2, nb + 2), 0, nb + 2, 1, nb + 3)
+            Z = P @ V.reshape(*pb, H, n, c * dv)  # (*pb, H, n, c dv)
+            # back to (c, *pb, n, H, dv): the heads concatenated per token
+            Z = Z.view(*pb, H, n, c, dv).permute(nb + 2, *range(nb), nb + 1, nb, nb + 3)
+            Z = Z.reshape(*stack, *pb, n, H * dv)
+        else:  # one matrix (or batch) per P, or P's batch not lined up with Y's: plain broadcasting
+            V = V.view(H, *Y.shape[:-2], n, dv).movedim(0, -3)  # (..., H, n, dv)
+            Z = (P @ V).transpose(-2, -3).flatten(-2)
+        return Z @ self.WO[l].reshape(H * dv, d)  # output projection on the concatenated heads: one GEMM
 
     def layernorm(self, X: Tensor, g: Tensor, b: Tensor) -> Tensor:
         """Token-wise layer normalisation ``(x - mean(x)) / sqrt(var(x) + eps) * g + b`` (biased

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .. import store
+from .. import checkpoint, store
 from ..core.metrics import q_spread, res, stable_rank
 from . import model as lm
 from .model import LMConfig, TinyLM, build_model
@@ -182,15 +182,16 @@ class TrainState:
     extra: dict = field(default_factory=dict)  # e.g. the detector's state
 
     def to_dict(self) -> dict:
-        return {
-            "model": self.model.state_dict(),
-            "opt": self.opt.state_dict(),
-            "step": self.step,
-            "hist": copy.deepcopy(self.hist),
-            "extra": copy.deepcopy(self.extra),
-            "torch_rng": torch.get_rng_state(),
-            "cfg": self.model.cfg.asdict(),
-        }
+        """The library's one checkpoint format (:mod:`rankcollapse.checkpoint`); the batches are a function
+        of the seed and the step, so there is no data generator state."""
+        return checkpoint.pack(
+            step=self.step,
+            model=self.model.state_dict(),
+            opt=self.opt.state_dict(),
+            hist=self.hist,
+            extra=self.extra,
+            cfg=self.model.cfg.asdict(),
+        )
 
 
 def new_state(spec: RunSpec) -> TrainState:
@@ -223,7 +224,7 @@ def state_from_dict(spec: RunSpec, d: dict) -> TrainState:
     opt.load_state_dict(d["opt"])
     for g in opt.param_groups:  # a branch may change lr; the spec decides
         g["lr"] = spec.lr
-    torch.set_rng_state(d["torch_rng"])
+    checkpoint.restore_rng(d)
     return TrainState(model, opt, d["step"], copy.deepcopy(d["hist"]), copy.deepcopy(d.get("extra", {})))
 
 
@@ -336,9 +337,8 @@ def train(
     while state.step <= until:
         t = state.step
         if ckpt is not None and t % ckpt_every == 0 and t > first:
-            save_state(
-                state, ckpt, record=False
-            )  # the state before step t's measurement: a resumed run redoes t whole
+            # the state before step t's measurement: a resumed run redoes t whole
+            checkpoint.save(state.to_dict(), ckpt)
         model.alpha = spec.alpha(t)
         if t % spec.measure_every == 0:
             m = probe_measure(model, probe, all_blocks=False)
@@ -551,7 +551,7 @@ def _resume(spec: RunSpec, ck: Path, log=None) -> TrainState | None:
     aside)."""
     if not ck.exists():
         return None
-    d = _load_or_quarantine(ck, "starting from scratch", log, record=False)
+    d = checkpoint.load(ck, then="starting from scratch", log=log)
     if d is None:
         return None
     if log is not None:

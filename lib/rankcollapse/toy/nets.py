@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..core.layernorm import layer_norm as _layer_norm
 from ..core.paths import length_components
 from ..core.san import SAN, SANConfig
 
@@ -107,29 +108,15 @@ def init_params(cfg: ToyNetConfig, seed: int, dtype=torch.float32) -> dict[str, 
 
 
 class BatchedSAN(SAN):
-    """The library's SAN with its two kernels computed for batches without copying weights.
+    """The library's SAN under the name the toy networks use for it.
 
-    :meth:`SAN.attention` and :meth:`SAN.mix` multiply ``X.unsqueeze(-3) @ W`` with the
-    weights broadcast over the batch, which materialises one copy of every weight per example
-    (about five times slower at training batch sizes). Here the same products are written as
-    one matrix product over all tokens and heads of the batch. Same
-    maps, same layer, forward and path code (inherited); equal to :class:`SAN` up to float
-    round-off (``tests/test_toynets.py``).
+    It once overrode :meth:`SAN.attention` and :meth:`SAN.mix`, whose products
+    ``X.unsqueeze(-3) @ W`` then broadcast the weights over the batch and materialised one copy of
+    every weight per example (about five times slower at training batch sizes), with one matrix
+    product over all tokens and heads of the batch. :class:`SAN` now computes its heads that way
+    itself (under autograd the very same GEMMs), so nothing is left to override: same maps, layer,
+    forward and path code (``tests/test_toynets.py`` checks it against :class:`SAN`).
     """
-
-    def _heads(self, X: Tensor, W: Tensor) -> Tensor:
-        """``X W_h`` for every head as one matrix product: (..., n, d) -> (..., H, n, e)."""
-        H, d, e = W.shape
-        return (X @ W.permute(1, 0, 2).reshape(d, H * e)).unflatten(-1, (H, e)).transpose(-3, -2)
-
-    def attention(self, l: int, X: Tensor) -> Tensor:
-        Qm, Km = self._heads(X, self.WQ[l]), self._heads(X, self.WK[l])
-        return torch.softmax(Qm @ Km.transpose(-1, -2) / math.sqrt(self.cfg.dqk), dim=-1)
-
-    def mix(self, l: int, P: Tensor, Y: Tensor) -> Tensor:
-        H, e, d = self.WO[l].shape
-        PV = P @ self._heads(Y, self.WV[l])  # (..., H, n, e); P broadcasts over Y's extra leading dims
-        return PV.transpose(-3, -2).flatten(-2) @ self.WO[l].reshape(H * e, d)
 
 
 def san_of(cfg: ToyNetConfig, p: dict) -> SAN:
@@ -145,9 +132,9 @@ def embed(cfg: ToyNetConfig, p: dict, inp: Tensor) -> Tensor:
 
 
 def layer_norm(Y: Tensor, g: Tensor | None = None, b: Tensor | None = None) -> Tensor:
-    """LayerNorm over features; without ``g, b`` the parameter-free ("fresh") one."""
-    Z = torch.nn.functional.layer_norm(Y, Y.shape[-1:], eps=LN_EPS)
-    return Z if g is None else Z * g + b
+    """LayerNorm over features (the library's one, :func:`rankcollapse.core.layernorm.layer_norm`, with
+    ``eps`` = :data:`LN_EPS`); without ``g, b`` the parameter-free ("fresh") one."""
+    return _layer_norm(Y, g, b, LN_EPS)
 
 
 def head(cfg: ToyNetConfig, p: dict, Y: Tensor) -> Tensor:

@@ -2,9 +2,10 @@
 
 :func:`train` runs Adam on a dict of plain tensors (the weights of a
 :class:`~rankcollapse.core.san.SAN` and whatever maps surround it). Everything that
-decides the next step is in the checkpoint: the weights, the optimiser state,
-the step counter (the data position), the state of the data generator and
-torch's global RNG, and the loss history. A run interrupted after a checkpoint
+decides the next step is in the checkpoint (the library's one format,
+:mod:`rankcollapse.checkpoint`, shared with the LM's loop): the weights, the
+optimiser state, the step counter (the data position), the state of the data
+generator and torch's global RNG, and the loss history. A run interrupted after a checkpoint
 and restarted from it therefore ends with **bit-identical** weights to an
 uninterrupted run (``tests/test_training.py`` proves it).
 
@@ -33,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from .. import store
+from .. import checkpoint, store
 
 Tensor = torch.Tensor
 
@@ -118,38 +119,29 @@ def train(
     torch.manual_seed(int(seed))
     step, losses, resumed = 0, [], 0
     ckpt_path = Path(ckpt_path) if ckpt_path is not None else None
-    ck = None
-    if ckpt_path is not None and ckpt_path.exists():
-        try:
-            ck = store.load_checked(ckpt_path, map_location="cpu", record=False)
-        except store.CorruptState as e:  # never used: moved aside, the run starts again
-            store.quarantine(ckpt_path, e, then="training from scratch", log=log)
+    # a corrupt checkpoint (or one of another format) is never used: moved aside, the run starts again
+    ck = None if ckpt_path is None else checkpoint.load(ckpt_path, then="training from scratch", log=log)
     if ck is not None:
-        if set(ck["params"]) != set(params):
+        if set(ck["model"]) != set(params):
             raise ValueError(f"checkpoint {ckpt_path} holds other parameters than the model")
         with torch.no_grad():
             for k, t in params.items():
-                t.copy_(ck["params"][k])
+                t.copy_(ck["model"][k])
         opt.load_state_dict(ck["opt"])
-        gen.set_state(ck["gen_state"])
-        torch.set_rng_state(ck["torch_rng"])
-        step, losses, resumed = ck["step"], list(ck["losses"]), ck["step"]
+        checkpoint.restore_rng(ck, gen)
+        step, losses, resumed = ck["step"], list(ck["hist"]["loss"]), ck["step"]
         log(f"{name}: resumed from checkpoint at step {step}/{steps}")
     log_every = log_every or max(1, steps // 10)
 
-    def checkpoint():
-        store.save_checked(
-            {
-                "step": step,
-                "params": {k: t.detach().clone() for k, t in params.items()},
-                "opt": opt.state_dict(),
-                "gen_state": gen.get_state(),
-                "torch_rng": torch.get_rng_state(),
-                "losses": losses,
-            },
-            ckpt_path,
-            record=False,
+    def save_checkpoint():
+        state = checkpoint.pack(
+            step=step,
+            model={k: t.detach().clone() for k, t in params.items()},
+            opt=opt.state_dict(),
+            hist={"loss": losses},
+            data_rng=gen.get_state(),
         )
+        checkpoint.save(state, ckpt_path)
 
     while step < steps:
         batch = batch_fn(gen, step)
@@ -164,7 +156,7 @@ def train(
         if step % log_every == 0 or step == steps:
             log(f"{name}: step {step}/{steps} loss {losses[-1]:.4g} ({time.perf_counter() - t0:.1f}s)")
         if ckpt_path is not None and ckpt_every and step % ckpt_every == 0 and step < steps:
-            checkpoint()
+            save_checkpoint()
         if interrupt_at is not None and step == interrupt_at:
             raise TrainingInterrupted(f"{name}: interrupted after step {step}")
     for t in params.values():
