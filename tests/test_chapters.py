@@ -45,3 +45,27 @@ def test_each_chapter_has_one_title_and_a_parameters_cell():
         assert f'rcnb.start("{name}"' in text, f"{name}: does not validate its parameters with rcnb.start"
         assert {"profile", "device", "seed", "output_dir"} <= set(schema(name).names())
     assert len(set(titles)) == len(titles), "two chapters share a title"
+
+
+BOOKKEEPING = re.compile(r"\bch\.(value|verdict|glue)\(|\bprint\(|\bf\"[^\"]*\b(the|is|are|was)\b")
+
+
+def test_chapters_narrate():
+    """A cell holds science (load, call, plot): recording values, verdicts and glued text lives in the
+    chapter module; nothing prints into the page; no sentence is assembled in a cell; no line over 109
+    characters."""
+    from rankcollapse.store import code_cells
+
+    for name in CHAPTERS:
+        text = (REPO / "chapters" / f"{name}.md").read_text()
+        long = [i for i, line in enumerate(text.splitlines(), 1) if len(line) > 109]
+        assert not long, f"{name}.md: lines over 109 characters: {long}"
+        for cell in code_cells(text):
+            hits = [m.group(0) for m in BOOKKEEPING.finditer(cell)]
+            assert not hits, f"{name}.md: bookkeeping in a cell ({hits[:3]}): {cell.splitlines()[0][:60]!r}"
+
+
+def test_the_narration_rule_can_fail():
+    cells = ['ch.value("x", 1.0, rtol=0.1)', "print(x)", 'ch.glue("t", f"the loss is {x}")']
+    assert all(BOOKKEEPING.search(c) for c in cells)
+    assert not BOOKKEEPING.search("recon = dec.reconstruction(p.recon_layers, log=ch.progress)")
