@@ -1,20 +1,13 @@
 """One checkpoint format for both training loops; a file of another format is moved aside, never used."""
 
 import pytest
-import torch
 
 from rankcollapse import checkpoint, store
 from rankcollapse.lm import training as lmt
 from rankcollapse.toy import nets as tn
 from rankcollapse.toy import tasks as tt
 from rankcollapse.toy import training as tr
-
-CFG = tn.ToyNetConfig(2, 2, 8, 10, skip=True, vocab=10, n_pos=8)
-
-
-def _loss(p, batch):
-    x, y = batch
-    return torch.nn.functional.cross_entropy(tn.forward(CFG, p, x).reshape(-1, 10), y.reshape(-1))
+from test_training import CFG, _loss  # the toy network and loss the training tests use
 
 
 def _toy(ck, steps, **kw):
