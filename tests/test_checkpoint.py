@@ -37,14 +37,14 @@ def test_both_loops_write_the_one_format(tmp_path):
         alpha_knots=lmt.driver_knots(20, 40, 0.02),
     )
     with pytest.raises(lmt.Stop):
-        lmt.driver(lmt.DriverSpec(spec, 60), root=tmp_path / "lm", ckpt_every=20, stop_at=30)
+        lmt.driver(lmt.DriverSpec(spec, 60), root=tmp_path / "lm", ckpt_every=20, stop_at=50)
     (lm_ck,) = (tmp_path / "lm").glob("*/ckpt.pt")
     lm = store.load_checked(lm_ck, record=False)
     for d in (toy, lm):
         assert checkpoint.problem(d) is None, checkpoint.problem(d)
         assert sorted(d) == sorted(checkpoint.FIELDS)
     assert toy["step"] == 2 and toy["data_rng"] is not None and toy["cfg"] is None
-    assert lm["step"] == 20 and lm["data_rng"] is None and lm["cfg"]["depth"] == 2
+    assert lm["step"] == 40 and lm["data_rng"] is None and lm["cfg"]["depth"] == 2
 
 
 @pytest.mark.parametrize(

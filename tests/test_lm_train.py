@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from rankcollapse import jobs as rjobs
 from rankcollapse.lm import model as lm
 from rankcollapse.lm import training as tr
 from rankcollapse.lm.model import Corpus, LMConfig, build_model
@@ -212,9 +213,9 @@ def test_parallel_equals_serial(tmp_path):
         for s in (0, 1)
         for w in (0,)
     ]
-    serial = tr.run_parallel(tr.driver, jobs, workers=1)
+    serial = rjobs.run_parallel(tr.driver, jobs, workers=1)
     jobs2 = [dict(j, root=tmp_path / "par") for j in jobs]
-    par = tr.run_parallel(tr.driver, jobs2, workers=2)
+    par = rjobs.run_parallel(tr.driver, jobs2, workers=2)
     assert [s["hist"] for s in serial] == [p["hist"] for p in par]
 
 

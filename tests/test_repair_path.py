@@ -8,7 +8,7 @@ import torch
 from rankcollapse.book.params import ParameterError
 from rankcollapse.chapters import repair_path as rpa
 from rankcollapse.chapters import schema
-from rankcollapse.lm import gradpath as gp
+from rankcollapse.lm import model as lm
 from rankcollapse.lm import runs as rp
 from rankcollapse.lm import training as tr
 from rankcollapse.lm.model import LMConfig
@@ -43,9 +43,10 @@ def test_delay_segments_share_prefixes():
     e = {"seed": 0, "start": 420}
     s300 = rpa.delay_segments(p, e, 300, 0.3)
     s100 = rpa.delay_segments(p, e, 100, 0.1)
-    assert [n for _, n in s300] == [100, 200, p.branch_steps]
+    assert [n for _, n in s300] == [300, p.branch_steps]
     assert [n for _, n in s100] == [100, p.branch_steps]
-    assert s300[0] == s100[0]  # the shared untreated segment: same spec, same length
+    assert s300[0][0] == s100[0][0] == rpa.untreated_spec(p, e)  # one untreated trajectory
+    assert tr.held(s300[0][0])  # so the longer continues the shorter (and saves milestones)
     assert s300[0][0].alpha(10**6) == pytest.approx(p.alpha_min)
     assert s300[-1][0].alpha(720) == 0.3 and s100[-1][0].alpha(520) == 0.1
 
@@ -110,13 +111,20 @@ def test_chain_continues_saved_states(tmp_path, monkeypatch):
     assert rp.chain(parent, [(a, 20)])[0]["key"] == segs[0]["key"]  # cached by content
 
 
-def test_trace_repeats_the_driver(tmp_path, monkeypatch):
+def test_the_driver_records_its_weights_while_it_trains(tmp_path, monkeypatch):
+    """The weight trace comes from the driver's own training (a hook), not from training it again: every
+    50 steps the weights' stable ranks beside the token srank; repair-path reads every trace_every-th."""
     torch.set_num_threads(1)
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
-    spec = tiny_spec(alpha_knots=tr.driver_knots(10, 30, 0.02))
-    d = tr.driver(tr.DriverSpec(spec, 40))
-    t = gp.trace_weights(spec, 40, every=20)
-    assert t["step"] == [0, 20, 40] and t["srank_history"] == rp.last_srank(d["hist"])
-    assert t["alpha"][0] == 1.0 and t["alpha"][-1] == pytest.approx(0.02)
+    spec = tiny_spec(alpha_knots=tr.driver_knots(50, 100, 0.02))
+    d = tr.driver(tr.DriverSpec(spec, 150))
+    h = d["hist"]
+    assert h["w_step"] == [0, 50, 100, 150]
+    m = tr.load_model(tmp_path / d["key"] / "driver.pt")
+    assert h["wsrank"][-1] == lm.weight_sranks(m)  # the recorded values are those of the saved weights
+    p = SimpleNamespace(trace_every=100, ramp_start=50)
+    t = rpa.driver_traces(p, [{"seed": spec.seed}], {spec.seed: d})[spec.seed]
+    assert t["step"] == [0, 100] and t["alpha"][0] == 1.0
+    assert t["token_srank"] == [h["srank"][h["m_step"].index(s)][-1] for s in (0, 100)]
     with pytest.raises(ValueError, match="multiple"):
-        gp.trace_weights(spec, 40, every=15)
+        tr.RunSpec(weights_every=15)

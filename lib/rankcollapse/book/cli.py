@@ -113,8 +113,47 @@ def paper_guard(a, names) -> int | None:
     return 2
 
 
+def scheduler_arg(p) -> None:
+    p.add_argument(
+        "--scheduler",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="hand the chapters' training jobs to a Dask distributed scheduler at ADDRESS "
+        "(tcp://host:port), or to a LocalCluster started here when no address is given; "
+        "default: the local process pool",
+    )
+
+
+def use_scheduler(a) -> None:
+    """Check ``--scheduler`` before any work and name it to the chapters (``$RCBOOK_SCHEDULER``, read by
+    :func:`rankcollapse.jobs.run_parallel`)."""
+    s = getattr(a, "scheduler", None)
+    if s is None:
+        return
+    import re
+
+    from ..jobs import SCHEDULER_ENV
+
+    if s != "local" and not re.fullmatch(r"(tcp|tls|inproc|ucx)://[^\s/]+(:\d+)?|[\w.-]+:\d+", s):
+        raise SystemExit(
+            f"rcbook: --scheduler {s!r}: allowed: an address such as tcp://host:8786 (or host:8786), "
+            "or no value for a LocalCluster on this machine"
+        )
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "rcbook: --scheduler needs dask.distributed: pip install 'dask[distributed]'"
+        ) from None
+    os.environ[SCHEDULER_ENV] = s
+
+
 def cmd_run(a) -> int:
     from .runner import run_many
+
+    use_scheduler(a)
 
     overrides = {}
     for name, value in a.param or []:
@@ -249,6 +288,7 @@ def cmd_book(a) -> int:
 
     if (rc := paper_guard(a, list(CHAPTERS))) is not None:
         return rc
+    use_scheduler(a)
     outcomes = run_many(list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs)
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:
@@ -299,6 +339,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="execute even if the cache is up to date")
     p.add_argument("-j", "--jobs", type=int, default=1, help="chapters run in parallel processes")
     p.add_argument("-v", "--verbose", action="store_true", help="stream the chapter's output while it runs")
+    scheduler_arg(p)
     common(p)
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("check", help="compare results with the recorded ones")
@@ -318,6 +359,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_record)
     p = sub.add_parser("book", help="run changed chapters and build the HTML book")
     p.add_argument("-j", "--jobs", type=int, default=1)
+    scheduler_arg(p)
     common(p)
     p.set_defaults(fn=cmd_book)
     return ap

@@ -367,6 +367,7 @@ def run_many(
     resolved = {n: prepare(n, overrides, profile, device)[0] for n in names}  # all checked before any runs
     total, outcomes = len(names), []
     t_start = time.perf_counter()
+    ledger = start_step_ledger(build_dir(profile, root)) if total > 1 else None
 
     def report(i, o):
         extra = f" -- {o.message}" if o.message else ""
@@ -422,21 +423,46 @@ def run_many(
             raise
         ex.shutdown(wait=True)
     if total > 1 and any(o.status == "ran" for o in outcomes):  # an all-cached run says nothing of cores
-        write_run_log(build_dir(profile, root), outcomes, max(1, jobs), time.perf_counter() - t_start)
+        write_run_log(
+            build_dir(profile, root), outcomes, max(1, jobs), time.perf_counter() - t_start, ledger
+        )
     return outcomes
 
 
 RUN_LOG = "last-run.json"
+STEP_LEDGER = "steps.log"
 
 
-def write_run_log(folder: Path, outcomes: list[RunOutcome], cores: int, wall: float) -> Path:
-    """``<build>/<profile>/last-run.json``: the last multi-chapter run's wall time, its core budget, and
-    each chapter's status, wall and CPU time, so that ``bench/all.py`` can say how busy the cores were
-    (the CPU time of the chapters that ran over cores x wall time)."""
+def start_step_ledger(folder: Path) -> Path:
+    """A fresh step ledger ``<build>/<profile>/steps.log`` for this run, named to every training process
+    through ``$RCBOOK_STEP_LEDGER`` (:func:`rankcollapse.lm.training.log_steps`)."""
+    from ..lm.training import STEP_LEDGER_ENV
+
     folder.mkdir(parents=True, exist_ok=True)
+    path = folder / STEP_LEDGER
+    path.write_text("")
+    os.environ[STEP_LEDGER_ENV] = str(path)
+    return path
+
+
+def write_run_log(
+    folder: Path, outcomes: list[RunOutcome], cores: int, wall: float, ledger: Path | None = None
+) -> Path:
+    """``<build>/<profile>/last-run.json``: the last multi-chapter run's wall time, its core budget, each
+    chapter's status, wall and CPU time, so that ``bench/all.py`` can say how busy the cores were (the CPU
+    time of the chapters that ran over cores x wall time), and the training steps of the run: how many
+    were trained and how many of them were unique (the step ledger)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    unique, trained = (0, 0)
+    if ledger is not None:
+        from ..lm.training import ledger_counts
+
+        unique, trained = ledger_counts(ledger)
     doc = {
         "cores": cores,
         "wall_s": round(wall, 3),
+        "steps_trained": trained,
+        "steps_unique": unique,
         "chapters": {
             o.chapter: {"status": o.status, "wall_s": round(o.seconds, 3), "cpu_s": round(o.cpu_seconds, 3)}
             for o in outcomes

@@ -92,6 +92,15 @@ DRIVER_PARAMS = [
     ),
     Param("window", "int", "measurements in the settling median", 10, low=1, high=1000),
     Param("workers", "int", "parallel processes (one thread each) for independent runs", 2, low=1, high=64),
+    # the training engine is part of every run's spec (another engine, other round-off). smoke stays eager:
+    # compiling costs ~40 s per process on a cold cache, more than a smoke run's training saves
+    Param(
+        "engine",
+        "str",
+        "training step: eager PyTorch, compiled (torch.compile), or auto (compiled where a compiler exists)",
+        {"smoke": "eager", "full": "auto", "paper": "auto"},
+        choices=("eager", "compiled", "auto"),
+    ),
 ]
 
 

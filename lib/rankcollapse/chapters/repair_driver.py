@@ -307,9 +307,11 @@ def record_dips(ch, dips: list[dict]) -> None:
 
 
 def record_knife_edge(ch, p, runs: dict) -> None:
-    """Record the final srank per floor alpha_min and per depth, and whether depth 6 collapses; glue the
-    collapsed floors and depths (lists, or "none") and the depth-6 outcome word ("collapsed", "not
-    collapsed", "not run")."""
+    """Record the final srank per floor alpha_min and per depth; glue the collapsed floors and depths
+    (lists, or "none") and the depth-6 outcome ("collapsed" or "not collapsed" with its final srank, or
+    "not run"). Which side of the threshold a depth lands on is prose, not a recorded value: at smoke it
+    changes with the floating-point kernels (depth 6 ended at 1.03 under the native kernels and 1.58 under
+    avx2 when this was written), so the record holds the sranks, within their measured spread."""
     fa = {a: final_srank(runs["alpha"][a]) for a in sorted(runs["alpha"])}
     fd = {d: final_srank(runs["depth"][d]) for d in sorted(runs["depth"])}
     ch.value(
@@ -326,14 +328,11 @@ def record_knife_edge(ch, p, runs: dict) -> None:
     ch.glue("alpha_collapsed", ", ".join(f"{a:g}" for a in col_a) or "none")
     ch.glue("depth_collapsed", ", ".join(str(d) for d in col_d) or "none")
     ch.glue("depth_healthy", ", ".join(str(d) for d in fd if d not in col_d) or "none")
-    ch.value(
-        "depth6_collapses",
-        (fd[6] < p.threshold) if 6 in fd else None,
-        glue=False,
-        note="spec: at CPU scale depth 6 does not collapse at alpha_min = 0.02 (None: depth 6 not run)",
-    )
     ch.glue(
-        "depth6_md", "not run" if 6 not in fd else ("collapsed" if fd[6] < p.threshold else "not collapsed")
+        "depth6_md",
+        "not run"
+        if 6 not in fd
+        else ("collapsed" if fd[6] < p.threshold else "not collapsed") + f" (final srank {fd[6]:.2f})",
     )
 
 

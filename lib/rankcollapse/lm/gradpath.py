@@ -11,13 +11,11 @@ below what a single-precision weight can register as a relative change; it is fl
 
 from __future__ import annotations
 
-import statistics
-
 import torch
 import torch.nn.functional as F
 
 from . import training as tr
-from .model import TinyLM
+from .model import TinyLM, matrix_srank, weight_sranks  # noqa: F401  (re-exported)
 
 Tensor = torch.Tensor
 EPS32 = float(torch.finfo(torch.float32).eps)
@@ -69,50 +67,3 @@ def numerically_zero(gnorms: list, wnorms: list) -> list:
 
 def _n(t: Tensor) -> float:
     return float(torch.sqrt((t.detach().double() ** 2).sum()))
-
-
-def matrix_srank(W: Tensor) -> float:
-    """Stable rank ``|W|_F^2 / sigma_1^2`` of a weight matrix (not centred)."""
-    s = torch.linalg.svdvals(W.detach().double())
-    return float((s**2).sum() / s[0] ** 2)
-
-
-def weight_sranks(model: TinyLM) -> dict:
-    """Per block: stable rank of the query, key, value, MLP-in and MLP-out weights."""
-    d = model.cfg.d_model
-    out = {"query": [], "key": [], "value": [], "mlp_in": [], "mlp_out": []}
-    for b in model.blocks:
-        W = b.qkv.weight
-        out["query"].append(matrix_srank(W[:d]))
-        out["key"].append(matrix_srank(W[d : 2 * d]))
-        out["value"].append(matrix_srank(W[2 * d :]))
-        out["mlp_in"].append(matrix_srank(b.fc.weight))
-        out["mlp_out"].append(matrix_srank(b.out.weight))
-    return out
-
-
-def trace_weights(spec: tr.RunSpec, steps: int, every: int = 50) -> dict:
-    """Train ``spec`` from its initialisation for ``steps`` steps (the same deterministic run as the cached
-    driver of that spec, repeated in memory and not saved) and every ``every`` steps record, beside the last
-    block's token srank and alpha, the stable rank of each weight kind (median over blocks). Returns the
-    series and the token srank history of the whole run (to check it against the cached driver's)."""
-    if every % spec.measure_every:
-        raise ValueError(f"every = {every} must be a multiple of measure_every = {spec.measure_every}")
-    out = {
-        "step": [],
-        "alpha": [],
-        "token_srank": [],
-        **{k: [] for k in ("query", "key", "value", "mlp_in", "mlp_out")},
-    }
-
-    def hook(st, m):
-        if st.step % every == 0:
-            out["step"].append(st.step)
-            out["alpha"].append(st.model.alpha)
-            out["token_srank"].append(m["srank"][-1])
-            for k, v in weight_sranks(st.model).items():
-                out[k].append(float(statistics.median(v)))
-
-    st = tr.train(spec, tr.new_state(spec), steps, on_measure=hook)
-    out["srank_history"] = [s[-1] for s in st.hist["srank"]]
-    return out

@@ -9,7 +9,8 @@ scaled by ``alpha``::
 query–key normalisation (a LayerNorm over each head's query and key, so the
 attention logits stay bounded and attention-entropy collapse is excluded),
 learned positions, a final LayerNorm and an untied output head. ``alpha`` is a
-plain attribute of the model, changed between steps by the training driver.
+property of the model, changed between steps by the training driver (the forward reads it from a
+0-dim buffer, so a compiled forward does not recompile for a new value).
 
 The corpus is the Python standard library's own top-level ``.py`` sources
 (they ship with every Python; about 4.7 MB), read as bytes in sorted file
@@ -146,7 +147,7 @@ class Block(nn.Module):
             y = P @ v
         return self.proj(y.transpose(1, 2).reshape(B, n, d)), P
 
-    def forward(self, x: Tensor, alpha: float, need_probs: bool = False):
+    def forward(self, x: Tensor, alpha: float | Tensor, need_probs: bool = False):
         a, P = self.attention(self.ln1(x), need_probs)
         x = alpha * x + a
         x = alpha * x + self.out(F.gelu(self.fc(self.ln2(x))))
@@ -159,7 +160,9 @@ class TinyLM(nn.Module):
     def __init__(self, cfg: LMConfig):
         super().__init__()
         self.cfg = cfg
-        self.alpha = 1.0
+        # alpha lives in a 0-dim buffer (not saved with the weights) that the forward reads, so a compiled
+        # forward sees a new alpha as new data, not as a new constant to recompile for
+        self.register_buffer("alpha_t", torch.tensor(1.0), persistent=False)
         self.tok = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos = nn.Embedding(cfg.ctx, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.depth))
@@ -177,7 +180,7 @@ class TinyLM(nn.Module):
         x = self.tok(idx) + self.pos.weight[:n]
         hs, ps = [], []
         for b in self.blocks:
-            x, P = b(x, self.alpha, probs)
+            x, P = b(x, self.alpha_t, probs)
             if hidden:
                 hs.append(x)
             if probs:
@@ -186,6 +189,17 @@ class TinyLM(nn.Module):
         if hidden or probs:
             return logits, hs, ps
         return logits
+
+    @property
+    def alpha(self) -> float:
+        """The skip scale as it was set (a float; set it between steps); the forward reads ``alpha_t``."""
+        return getattr(self, "_alpha", 1.0)
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        self._alpha = float(value)
+        with torch.no_grad():
+            self.alpha_t.fill_(self._alpha)
 
     def loss(self, idx: Tensor, tgt: Tensor) -> Tensor:
         return F.cross_entropy(self(idx).flatten(0, 1), tgt.flatten())
@@ -218,3 +232,23 @@ def attention_entropy(probs: list[Tensor]) -> Tensor:
         norm = torch.log(torch.arange(1, n + 1, dtype=P.dtype, device=P.device))
         out.append((H[..., 1:] / norm[1:]).mean())
     return torch.stack(out)
+
+
+def matrix_srank(W: Tensor) -> float:
+    """Stable rank ``|W|_F^2 / sigma_1^2`` of a weight matrix (not centred)."""
+    s = torch.linalg.svdvals(W.detach().double().cpu())
+    return float((s**2).sum() / s[0] ** 2)
+
+
+def weight_sranks(model: TinyLM) -> dict:
+    """Per block: stable rank of the query, key, value, MLP-in and MLP-out weights."""
+    d = model.cfg.d_model
+    out = {"query": [], "key": [], "value": [], "mlp_in": [], "mlp_out": []}
+    for b in model.blocks:
+        W = b.qkv.weight
+        out["query"].append(matrix_srank(W[:d]))
+        out["key"].append(matrix_srank(W[d : 2 * d]))
+        out["value"].append(matrix_srank(W[2 * d :]))
+        out["mlp_in"].append(matrix_srank(b.fc.weight))
+        out["mlp_out"].append(matrix_srank(b.out.weight))
+    return out

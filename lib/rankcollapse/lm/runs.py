@@ -16,6 +16,7 @@ import statistics
 from contextlib import contextmanager
 
 from .. import store
+from ..jobs import run_parallel
 from . import training as tr
 from .model import LMConfig
 
@@ -30,7 +31,16 @@ def run_spec(p, seed: int, depth: int | None = None, alpha_min: float | None = N
         lr=p.lr,
         probe_batch=16,
         alpha_knots=tr.driver_knots(p.ramp_start, p.ramp_end, am),
+        device=train_device(p),
+        engine=tr.resolve_engine(getattr(p, "engine", "eager"), train_device(p)),
     )
+
+
+def train_device(p) -> str:
+    """Where the chapter's training jobs run: the chapter's resolved ``device`` (``cpu`` or ``cuda``); it is
+    part of every run's spec, so states trained on a GPU are never mistaken for CPU ones."""
+    dev = str(getattr(p, "device", "cpu") or "cpu")
+    return "cuda" if dev.startswith("cuda") else "cpu"
 
 
 def driver_steps(p) -> int:
@@ -53,7 +63,11 @@ def driver_job(p, seed, depth=None, alpha_min=None) -> dict:
 
 
 def healthy_job(p, seed) -> dict:
-    return {"spec": run_spec(p, seed), "steps": healthy_steps(p)}
+    return {
+        "spec": run_spec(p, seed),
+        "steps": healthy_steps(p),
+        "share_at": tr.prefix_end(run_spec(p, seed)),
+    }
 
 
 def main_runs(p, log=None) -> tuple[dict, dict]:
@@ -66,7 +80,7 @@ def main_runs(p, log=None) -> tuple[dict, dict]:
         labels.append(f"driver seed {s}")
         jobs.append(("healthy", healthy_job(p, s)))
         labels.append(f"healthy seed {s}")
-    out = tr.run_parallel(_dispatch, [{"kind": k, "kw": kw} for k, kw in jobs], p.workers, log, labels)
+    out = run_parallel(_dispatch, [{"kind": k, "kw": kw} for k, kw in jobs], p.workers, log, labels)
     drivers = {s: out[2 * i] for i, s in enumerate(p.seeds)}
     healthy = {s: out[2 * i + 1] for i, s in enumerate(p.seeds)}
     return drivers, healthy
@@ -95,10 +109,6 @@ def _run(kind: str, kw: dict):
         return tr.branch(**kw)
     if kind == "chain":
         return chain(**kw)
-    if kind == "trace":
-        from .gradpath import trace_weights
-
-        return trace_weights(**kw)
     raise ValueError(kind)
 
 
@@ -124,7 +134,7 @@ def branch_path(summary: dict):
 
 
 def run_jobs(jobs: list[tuple[str, dict]], workers: int, log=None, labels=None) -> list:
-    return tr.run_parallel(_dispatch, [{"kind": k, "kw": kw} for k, kw in jobs], workers, log, labels)
+    return run_parallel(_dispatch, [{"kind": k, "kw": kw} for k, kw in jobs], workers, log, labels)
 
 
 # -- reading histories ------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ Everything Hofmann & Mäder's protocol needs, as reusable pieces:
   ``build/states/<key>/`` (the key hashes the spec, the corpus bytes and the source of every module this one
   imports: ``lm.py``, ``metrics.py``, ...; see :func:`rankcollapse.store.code_hash`), so any chapter asking
   for the same run gets the same saved states without knowing who trained them.
-* :func:`run_parallel` — independent runs in spawned processes, one thread each.
+* independent runs go to :func:`rankcollapse.jobs.run_parallel` (spawned processes, one thread each, or a
+  Dask cluster).
 
 The data position of a run is its step counter (batches are drawn from a generator seeded by seed and
 step), so a saved state = weights + AdamW state + step + RNG states + history.
@@ -24,11 +25,9 @@ step), so a saved state = weights + AdamW state + step + RNG states + history.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import copy
 import hashlib
 import json
-import multiprocessing as mp
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -38,12 +37,51 @@ import torch
 import torch.nn.functional as F
 
 from .. import checkpoint, store
-from ..core.metrics import q_spread, res, stable_rank
+from ..core.metrics import res, stable_rank
 from . import model as lm
 from .model import LMConfig, TinyLM, build_model
 
 Tensor = torch.Tensor
 TERMS = ("penalty", "hinge", "cosine")
+ENGINES = ("eager", "compiled")
+
+
+def compiler_available(device: str = "cpu") -> bool:
+    """Whether ``torch.compile`` can build kernels for ``device`` here: a C++ compiler for the CPU, Triton
+    for a GPU."""
+    import importlib.util
+    import shutil
+
+    if torch.device(device).type == "cuda":
+        return importlib.util.find_spec("triton") is not None
+    return any(shutil.which(c) for c in ("g++", "c++", "clang++"))
+
+
+def resolve_engine(engine: str, device: str = "cpu") -> str:
+    """``auto`` -> ``compiled`` where a compiler exists, else ``eager`` (said in the spec, so the two never
+    share a saved state); ``compiled`` without a compiler is an error naming what is missing."""
+    if engine == "auto":
+        return "compiled" if compiler_available(device) else "eager"
+    if engine == "compiled" and not compiler_available(device):
+        raise RuntimeError(
+            f"engine 'compiled' needs a compiler for {device} (g++ or clang++ on the CPU, triton on a GPU); "
+            "none found: use engine 'eager' or 'auto'"
+        )
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}; allowed: {ENGINES + ('auto',)}")
+    return engine
+
+
+def forward_of(model: TinyLM, engine: str):
+    """The callable a training step runs the model through: the model itself (eager) or its compiled
+    forward (``torch.compile``; alpha is a buffer, so changing it does not recompile; the compiled graphs of
+    one process are reused by every model of the same shapes)."""
+    if engine == "eager":
+        return model
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    return torch.compile(model)
 
 
 # -- specifications ---------------------------------------------------------------------------------
@@ -77,6 +115,18 @@ class RunSpec:
     term: Term | None = None
     measure_every: int = 10
     rho_every: int = 10  # task and term gradients taken separately every this many steps
+    weights_every: int = 50  # the weights' stable ranks recorded every this many steps (0: never)
+    device: str = "cpu"  # where the run trains: part of the spec (another device, other round-off)
+    engine: str = "eager"  # "eager" or "compiled" (torch.compile of the forward): part of the spec too
+
+    def __post_init__(self):
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine {self.engine!r}; allowed: {ENGINES}")
+        if self.weights_every and self.weights_every % self.measure_every:
+            raise ValueError(
+                f"weights_every = {self.weights_every} must be a multiple of measure_every = "
+                f"{self.measure_every} (or 0)"
+            )
 
     def alpha(self, step: int) -> float:
         k = self.alpha_knots
@@ -91,6 +141,28 @@ class RunSpec:
         d = asdict(self)
         d["alpha_knots"] = [list(x) for x in self.alpha_knots]
         return d
+
+
+def prefix_end(spec: RunSpec) -> int:
+    """The step ``S`` at whose start the run's state is still that of the plain run of its model and seed
+    (every update before it at alpha = 1, no term): its first ``S`` updates are the same as those of the
+    healthy run and of every other driver of that model and seed, and are trained once (:func:`prefix`).
+    0 when there is no such part (or the whole run is plain: nothing branches off it)."""
+    k = spec.alpha_knots
+    if spec.term is not None or k[0][1] != 1.0 or len(k) < 2:
+        return 0
+    last = 0
+    for s, a in k:
+        if a != 1.0:
+            break
+        last = s  # alpha = 1 up to here (linear between knots of value 1)
+    return last + 1 if plain_until(spec, last) else 0
+
+
+def plain_until(spec: RunSpec, P: int) -> bool:
+    """Whether the updates of steps ``0..P`` of ``spec`` are those of the plain run (alpha = 1 at every one,
+    no term)."""
+    return spec.term is None and all(spec.alpha(t) == 1.0 for t in range(P + 1))
 
 
 def driver_knots(ramp_start: int, ramp_end: int, alpha_min: float) -> tuple:
@@ -129,17 +201,66 @@ def states_dir() -> Path:
 
 # -- measurements -----------------------------------------------------------------------------------
 def term_value(term: Term, hs: list[Tensor]) -> Tensor:
-    """The term's raw value (without beta) on a list of block outputs, averaged over blocks and sequences."""
-    vals = []
-    for h in hs:
-        if term.kind == "penalty":
-            Q2 = q_spread(h) ** 2
-            vals.append((1 - Q2 / (h.shape[-1] - 1)).mean())
-        elif term.kind == "hinge":
-            vals.append(torch.clamp(term.s0 - q_spread(h), min=0).mean())
-        else:
-            vals.append(mean_sq_cosine(h).mean())
-    return torch.stack(vals).mean()
+    """The term's raw value (without beta) on a list of block outputs, averaged over blocks and sequences.
+    Q of every block comes from one call of :func:`q_gram` on the stacked blocks."""
+    H = torch.stack(hs)  # (blocks, B, n, d)
+    if term.kind == "penalty":
+        vals = 1 - q_gram(H, squared=True) / (H.shape[-1] - 1)
+    elif term.kind == "hinge":
+        vals = torch.clamp(term.s0 - q_gram(H), min=0)
+    else:
+        vals = mean_sq_cosine(H)
+    return vals.mean(-1).mean()
+
+
+POWER_SQUARINGS = 7  # top eigenvector of the Gram matrix from G^(2^7), then checked
+POWER_TOL = 1e-9  # largest allowed relative eigen-residual |G v - lambda v| / lambda; else eigh
+
+
+def q_gram(X: Tensor, squared: bool = False) -> Tensor:
+    """``Q = sqrt(srank - 1)`` of the centred tokens (rows) of ``X`` (any leading batch dims), with a
+    gradient, from the float64 Gram matrix ``G = Y Y^T`` (or ``Y^T Y``, whichever is smaller) instead of
+    ``svdvals``.
+
+    ``Q^2 = (tr G - lambda_1) / lambda_1`` with ``lambda_1 = v^T G v`` for the top eigenvector ``v``, taken
+    without gradient (at an exact eigenvector the derivative of ``v^T G v`` in ``G`` is ``v v^T`` whether or
+    not ``v`` moves, so the gradient is exact). ``v`` comes from repeated squaring of ``G`` (cheap batched
+    matmuls); where its eigen-residual exceeds :data:`POWER_TOL` (a small spectral gap) it is taken from
+    ``torch.linalg.eigh`` instead; the gradient is then exact to about ``POWER_TOL`` / (relative spectral
+    gap), ~1e-8, below float32 round-off. The tail ``tr G - lambda_1``, the sum of the other eigenvalues,
+    has a float64 round-off (~1e-16 tr G) that bounds the smallest Q it resolves (~1e-8). Returned in
+    ``X``'s dtype; ``squared`` gives ``Q^2``. Checked against ``svdvals`` in float64
+    (tests/test_engine.py)."""
+    Y = res(X).double()
+    n, d = Y.shape[-2:]
+    G = Y @ Y.transpose(-1, -2) if n <= d else Y.transpose(-1, -2) @ Y
+    with torch.no_grad():
+        v = _top_eigvec(G.detach())
+    # lambda_1 = v^T G v = |Y^T v|^2 (or |Y v|^2), with the gradient of the exact top eigenvalue
+    lam1 = ((Y.transpose(-1, -2) if n <= d else Y) @ v.unsqueeze(-1)).square().sum((-1, -2))
+    tail = (Y.square().sum((-1, -2)) - lam1).clamp_min(0)
+    q2 = tail / lam1
+    return (q2 if squared else q2.sqrt()).to(X.dtype)
+
+
+def _top_eigvec(G: Tensor) -> Tensor:
+    """Unit top eigenvector of each symmetric PSD matrix in ``G`` (..., m, m), float64."""
+    M = G / G.diagonal(dim1=-2, dim2=-1).sum(-1)[..., None, None].clamp_min(1e-300)
+    for _ in range(POWER_SQUARINGS):
+        M = M @ M
+        M = M / M.diagonal(dim1=-2, dim2=-1).sum(-1)[..., None, None].clamp_min(1e-300)
+    j = M.diagonal(dim1=-2, dim2=-1).argmax(-1)  # M ~ v v^T: its largest column is along v
+    v = torch.take_along_dim(M, j[..., None, None], dim=-1).squeeze(-1)
+    v = G @ v.unsqueeze(-1)  # one more power step, then normalise
+    v = (v / v.norm(dim=-2, keepdim=True).clamp_min(1e-300)).squeeze(-1)
+    Gv = (G @ v.unsqueeze(-1)).squeeze(-1)
+    lam = (v * Gv).sum(-1)
+    resid = (Gv - lam[..., None] * v).norm(dim=-1) / lam.clamp_min(1e-300)
+    bad = (resid > POWER_TOL) | ~torch.isfinite(resid)
+    if bool(bad.any()):  # only those matrices, so a result never depends on the others in the batch
+        v = v.clone()
+        v[bad] = torch.linalg.eigh(G[bad])[1][..., -1]
+    return v
 
 
 def mean_sq_cosine(X: Tensor) -> Tensor:
@@ -170,6 +291,19 @@ def probe_measure(
     return out
 
 
+def ledger_counts(path: str | Path) -> tuple[int, int]:
+    """(unique steps, trained steps) in a step ledger written by :func:`log_steps`: a step whose fingerprint
+    was already trained counts once among the unique ones."""
+    seen, n = set(), 0
+    p = Path(path)
+    if p.exists():
+        for line in p.read_text().splitlines():
+            fps = line.split()
+            n += len(fps)
+            seen.update(fps)
+    return len(seen), n
+
+
 # -- state ------------------------------------------------------------------------------------------
 @dataclass
 class TrainState:
@@ -194,10 +328,63 @@ class TrainState:
         )
 
 
+def make_optimizer(model: TinyLM, spec: RunSpec) -> torch.optim.Optimizer:
+    """AdamW with torch's fused kernel (one call updates every parameter, on the CPU as on a GPU) where the
+    device has one, else the multi-tensor (``foreach``) implementation."""
+    fused = torch.device(spec.device).type in ("cpu", "cuda")
+    kw = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay, **kw)
+
+
 def new_state(spec: RunSpec) -> TrainState:
-    model = build_model(spec.model, spec.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
-    return TrainState(model, opt, 0, empty_hist(), {})
+    model = build_model(spec.model, spec.seed).to(spec.device)
+    return TrainState(model, make_optimizer(model, spec), 0, empty_hist(), {"lineage": lineage_root(spec)})
+
+
+def lineage_root(spec: RunSpec) -> str:
+    """The fingerprint of a fresh run's state: what decides its initial weights."""
+    return _h(("init", spec.model.asdict(), spec.seed, spec.device))
+
+
+def lineage_step(lineage: str, spec: RunSpec, t: int) -> str:
+    """The fingerprint of the state after update ``t`` from a state with fingerprint ``lineage``: it hashes
+    everything that decides that update (batch, alpha, term, optimiser settings). Two runs whose states have
+    the same fingerprint at a step hold the same weights there, so the step ledger
+    (:func:`log_steps`) can count a step trained twice."""
+    term = None if spec.term is None else asdict(spec.term)
+    return _h(
+        (
+            lineage,
+            t,
+            spec.alpha(t),
+            term,
+            spec.lr,
+            spec.weight_decay,
+            spec.clip,
+            spec.batch,
+            spec.rho_every if term else 0,
+        )
+    )
+
+
+def _h(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+STEP_LEDGER_ENV = "RCBOOK_STEP_LEDGER"
+
+
+def log_steps(fingerprints: list[str]) -> None:
+    """Append the fingerprints of the steps one :func:`train` call trained to the file named by
+    ``$RCBOOK_STEP_LEDGER`` (set by the runner to ``build/<profile>/steps.log``; one line per call, appended
+    whole), from which ``bench/all.py`` reads unique steps / trained steps. Nothing when unset."""
+    import os
+
+    path = os.environ.get(STEP_LEDGER_ENV)
+    if not path or not fingerprints:
+        return
+    with open(path, "a") as f:
+        f.write(" ".join(fingerprints) + "\n")
 
 
 def empty_hist() -> dict:
@@ -214,13 +401,15 @@ def empty_hist() -> dict:
         "rho": [],
         "g_task": [],
         "g_term": [],
+        "w_step": [],
+        "wsrank": [],  # per record: {kind: [stable rank per block]} (lm.model.weight_sranks)
     }
 
 
 def state_from_dict(spec: RunSpec, d: dict) -> TrainState:
-    model = TinyLM(LMConfig(**d["cfg"]))
+    model = TinyLM(LMConfig(**d["cfg"])).to(spec.device)
     model.load_state_dict(d["model"])
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay)
+    opt = make_optimizer(model, spec)
     opt.load_state_dict(d["opt"])
     for g in opt.param_groups:  # a branch may change lr; the spec decides
         g["lr"] = spec.lr
@@ -239,7 +428,7 @@ def save_state(state: TrainState | dict, path: Path, record: bool = True) -> Non
 def load_dict(path: Path, record: bool = True) -> dict:
     """A saved state, checked against its content hash: raises :class:`rankcollapse.store.CorruptState`
     naming the path when the file is truncated, changed or unreadable."""
-    return store.load_checked(path, record=record)
+    return store.load_checked(path, record=record, map_location="cpu")
 
 
 def _load_or_quarantine(path: Path, then: str, log=None, record: bool = True) -> dict | None:
@@ -329,70 +518,87 @@ def train(
     ``ckpt_every`` (before that step's measurement), so a resumed run repeats nothing and skips nothing.
     """
     corpus = lm.corpus()
-    probe = corpus.probe(spec.seed, spec.probe_batch, spec.model.ctx)
-    model, opt, hist = state.model, state.opt, state.hist
+    dev = torch.device(spec.device)
+    probe = tuple(a.to(dev) for a in corpus.probe(spec.seed, spec.probe_batch, spec.model.ctx))
+    hist = state.hist
+    for k in ("w_step", "wsrank"):
+        hist.setdefault(k, [])
+    model, opt = state.model, state.opt
+    fwd = forward_of(model, spec.engine)
     params = [p for p in model.parameters()]
     t_last = time.perf_counter()
     first = state.step
-    while state.step <= until:
-        t = state.step
-        if ckpt is not None and t % ckpt_every == 0 and t > first:
-            # the state before step t's measurement: a resumed run redoes t whole
-            checkpoint.save(state.to_dict(), ckpt)
-        model.alpha = spec.alpha(t)
-        if t % spec.measure_every == 0:
-            m = probe_measure(model, probe, all_blocks=False)
-            hist["m_step"].append(t)
-            hist["srank"].append(m["srank"])
-            hist["probe_loss"].append(m["loss"])
-            hist["alpha"].append(model.alpha)
-            if on_measure is not None:
-                on_measure(state, m)
-            if log is not None and t % 100 == 0:
-                dt = time.perf_counter() - t_last
-                t_last = time.perf_counter()
-                log(
-                    f"step {t} alpha {model.alpha:.3f} srank {m['srank'][-1]:.2f} "
-                    f"loss {m['loss']:.3f} ({dt:.0f}s)"
-                )
-        if stop_at is not None and t == stop_at:
-            raise Stop(t)
-        if t == until:
-            break
-        x, y = corpus.batch(spec.seed, t, spec.batch, spec.model.ctx)
-        if spec.term is None:
-            loss = model.loss(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            tv = 0.0
-        else:
-            logits, hs, _ = model(x, hidden=True)
-            loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
-            raw = term_value(spec.term, hs)
-            added = spec.term.beta * raw
-            tv = float(added.detach())
-            opt.zero_grad(set_to_none=True)
-            if t % spec.rho_every == 0:
-                gt = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-                ga = torch.autograd.grad(added, params, allow_unused=True)
-                nt = _norm(gt)
-                na = _norm(ga)
-                hist["rho_step"].append(t)
-                hist["g_task"].append(nt)
-                hist["g_term"].append(na)
-                hist["rho"].append(na / nt if nt > 0 else float("inf"))
-                for p, a, b in zip(params, gt, ga):
-                    g = _add(a, b)
-                    p.grad = g
+    lineage = state.extra.get("lineage")
+    trained = []  # fingerprints of the steps this call trains (the step ledger)
+    try:
+        while state.step <= until:
+            t = state.step
+            if ckpt is not None and t % ckpt_every == 0 and t > first:
+                # the state before step t's measurement: a resumed run redoes t whole
+                checkpoint.save(state.to_dict(), ckpt)
+            model.alpha = spec.alpha(t)
+            if t % spec.measure_every == 0:
+                m = probe_measure(model, probe, all_blocks=False)
+                hist["m_step"].append(t)
+                hist["srank"].append(m["srank"])
+                hist["probe_loss"].append(m["loss"])
+                hist["alpha"].append(model.alpha)
+                if spec.weights_every and t % spec.weights_every == 0:
+                    hist["w_step"].append(t)
+                    hist["wsrank"].append(lm.weight_sranks(model))
+                if on_measure is not None:
+                    on_measure(state, m)
+                if log is not None and t % 100 == 0:
+                    dt = time.perf_counter() - t_last
+                    t_last = time.perf_counter()
+                    log(
+                        f"step {t} alpha {model.alpha:.3f} srank {m['srank'][-1]:.2f} "
+                        f"loss {m['loss']:.3f} ({dt:.0f}s)"
+                    )
+            if stop_at is not None and t == stop_at:
+                raise Stop(t)
+            if t == until:
+                break
+            x, y = (a.to(dev) for a in corpus.batch(spec.seed, t, spec.batch, spec.model.ctx))
+            if spec.term is None:
+                loss = F.cross_entropy(fwd(x).flatten(0, 1), y.flatten())
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                tv = 0.0
             else:
-                (loss + added).backward()
-        gn = float(torch.nn.utils.clip_grad_norm_(params, spec.clip))
-        opt.step()
-        hist["loss"].append(float(loss.detach()))
-        hist["gnorm"].append(gn)
-        hist["clipped"].append(gn > spec.clip)
-        hist["term"].append(tv)
-        state.step = t + 1
+                logits, hs, _ = fwd(x, hidden=True)
+                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+                raw = term_value(spec.term, hs)
+                added = spec.term.beta * raw
+                tv = float(added.detach())
+                opt.zero_grad(set_to_none=True)
+                if t % spec.rho_every == 0:
+                    gt = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+                    ga = torch.autograd.grad(added, params, allow_unused=True)
+                    nt = _norm(gt)
+                    na = _norm(ga)
+                    hist["rho_step"].append(t)
+                    hist["g_task"].append(nt)
+                    hist["g_term"].append(na)
+                    hist["rho"].append(na / nt if nt > 0 else float("inf"))
+                    for p, a, b in zip(params, gt, ga):
+                        g = _add(a, b)
+                        p.grad = g
+                else:
+                    (loss + added).backward()
+            gn = float(torch.nn.utils.clip_grad_norm_(params, spec.clip, foreach=True))
+            opt.step()
+            hist["loss"].append(float(loss.detach()))
+            hist["gnorm"].append(gn)
+            hist["clipped"].append(gn > spec.clip)
+            hist["term"].append(tv)
+            if lineage is not None:
+                lineage = lineage_step(lineage, spec, t)
+                state.extra["lineage"] = lineage
+                trained.append(lineage)
+            state.step = t + 1
+    finally:
+        log_steps(trained)
     return state
 
 
@@ -417,12 +623,24 @@ class DriverSpec:
 
 
 def driver(
-    ds: DriverSpec, *, log=None, stop_at: int | None = None, root: Path | None = None, ckpt_every: int = 200
+    ds: DriverSpec,
+    *,
+    log=None,
+    stop_at: int | None = None,
+    root: Path | None = None,
+    ckpt_every: int = 200,
+    share_at: int | None = None,
 ) -> dict:
     """Run (or load) a driver. Returns its summary: history, detector result, and the path of the saved
     settled collapse (``None`` if it never settled). Killed runs resume from ``ckpt.pt``. A corrupt saved
     file (``driver.pt``, ``collapse.pt``, ``ckpt.pt``: content hash mismatch) is moved aside and the run
-    trained again, from its checkpoint when that one is sound, never used."""
+    trained again, from its checkpoint when that one is sound, never used.
+
+    The run's plain first part (its first :func:`prefix_end` updates at alpha = 1 with no term, or the first
+    ``share_at`` when given, as for the healthy run) is not trained here but taken from :func:`prefix`,
+    which trains it once for every run that shares it; the detector is replayed over its measurements. The
+    result is bit-identical to training the whole run here (``share_at=0`` does that; tests/test_engine.py
+    checks it)."""
     key = content_key("driver", ds)
     d = Path(root or states_dir()) / key
     done = d / "driver.pt"
@@ -438,13 +656,19 @@ def driver(
     spec = ds.run
     state = _resume(spec, d / "ckpt.pt", log)
     if state is None:
-        state = new_state(spec)
-        state.extra["det"] = Detector(
+        det = Detector(
             ds.threshold,
             ds.window,
             ds.settle_steps,
             arm_step=spec.alpha_knots[1][0] if len(spec.alpha_knots) > 1 else 0,
-        ).to_dict()
+        )
+        P = prefix_end(spec) if share_at is None else share_at
+        state = None
+        if 0 < P < ds.steps and plain_until(spec, P - 1):
+            state = _from_prefix(spec, P, det, log, root)
+        if state is None:
+            state = new_state(spec)
+            state.extra["det"] = det.to_dict()
 
     def on_measure(st, m):
         det = Detector(**st.extra["det"])
@@ -464,13 +688,68 @@ def driver(
         stop_at=stop_at,
     )
     out = state.to_dict()
-    out["final_probe"] = probe_measure(
-        state.model, lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx), entropy=True
-    )
+    out["final_probe"] = final_probe(state.model, spec)
     out["key"] = key
     save_state(out, done)
     store.remove_checked(ck)
     return _summary(out, d)
+
+
+def prefix(spec: RunSpec, steps: int, *, log=None, root: Path | None = None) -> dict:
+    """Train-or-load the plain run of ``spec``'s model and seed (alpha = 1, no term) for its first ``steps``
+    steps: the saved state at the start of step ``steps`` (its measurement not yet taken), shared by the
+    healthy run and by every driver of that model and seed whose ramp starts there. Cached by content under
+    a lock, so two workers that need it at once train it once."""
+    plain = replace(spec, alpha_knots=((0, 1.0),), term=None)
+    key = content_key("prefix", plain, steps)
+    d = Path(root or states_dir()) / key
+    done = d / "prefix.pt"
+    with store.lock(d.parent / "locks" / f"prefix-{key}.lock"):
+        if done.exists():
+            out = _load_or_quarantine(done, "training the shared prefix again", log)
+            if out is not None:
+                return out
+        state = _resume(plain, d / "ckpt.pt", log)
+        if state is None:
+            state = new_state(plain)
+        if log is not None:
+            log(f"shared prefix: steps 0-{steps} of seed {spec.seed} (alpha = 1), trained once")
+        train(plain, state, steps, ckpt=d / "ckpt.pt", log=log)
+        _drop_measurement_at(state.hist, steps)
+        out = state.to_dict()
+        out["key"] = key
+        save_state(out, done)
+        store.remove_checked(d / "ckpt.pt")
+        return out
+
+
+def _drop_measurement_at(hist: dict, t: int) -> None:
+    """Remove the measurement taken at step ``t`` (the last one) from a history."""
+    if hist["m_step"] and hist["m_step"][-1] == t:
+        for k in ("m_step", "srank", "probe_loss", "alpha"):
+            hist[k].pop()
+    if hist.get("w_step") and hist["w_step"][-1] == t:
+        hist["w_step"].pop()
+        hist["wsrank"].pop()
+
+
+def _from_prefix(spec: RunSpec, P: int, det: Detector, log, root) -> TrainState | None:
+    """The state of ``spec`` at the start of step ``P`` from the shared prefix, with the detector replayed
+    over its measurements; None (train from scratch) when the detector would already have settled inside
+    the prefix, since the collapse state it saves would be missing."""
+    pd = prefix(spec, P, log=log, root=root)
+    for t, sr in zip(pd["hist"]["m_step"], pd["hist"]["srank"]):
+        if det.feed(t, sr[-1]):
+            return None
+    state = state_from_dict(spec, pd)
+    state.extra = {"lineage": pd["extra"]["lineage"], "det": det.to_dict()}
+    return state
+
+
+def final_probe(model: TinyLM, spec: RunSpec) -> dict:
+    """The probe measurement of every block (with attention entropy) at a run's end."""
+    probe = lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx)
+    return probe_measure(model, tuple(a.to(spec.device) for a in probe), entropy=True)
 
 
 def _summary(out: dict, d: Path) -> dict:
@@ -486,13 +765,27 @@ def _summary(out: dict, d: Path) -> dict:
     }
 
 
-def healthy(spec: RunSpec, steps: int, *, log=None, root: Path | None = None) -> dict:
+def healthy(
+    spec: RunSpec, steps: int, *, log=None, root: Path | None = None, share_at: int | None = None
+) -> dict:
     """A run with the skip intact (alpha = 1 throughout) from the same initialisation and batches; its
     history (probe srank and loss every ``measure_every`` steps) is what branches are compared with. Its
-    detector is armed from step 0, so early dips below the threshold are recorded (and their healing)."""
+    detector is armed from step 0, so early dips below the threshold are recorded (and their healing).
+    ``share_at``: its first ``share_at`` updates come from the shared :func:`prefix` (the drivers'
+    :func:`prefix_end`), by default that of ``spec``'s own alpha knots."""
+    P = prefix_end(spec) if share_at is None else share_at
     spec = replace(spec, alpha_knots=((0, 1.0),), term=None)
     ds = DriverSpec(spec, steps, threshold=1.5)
-    return driver(ds, log=log, root=root)
+    return driver(ds, log=log, root=root, share_at=P)
+
+
+MILESTONE_EVERY = 100  # a held branch (one alpha, no term) saves its state every this many steps
+
+
+def held(spec: RunSpec) -> bool:
+    """A branch held at one alpha with no term: the trajectory others continue (delayed switches start from
+    the untreated one at their delay, a short run at a switch alpha is the start of the held switch)."""
+    return len(spec.alpha_knots) == 1 and spec.term is None
 
 
 def branch(
@@ -506,44 +799,97 @@ def branch(
     ckpt_every: int = 200,
 ) -> dict:
     """Continue the saved state at ``parent`` (a ``.pt`` path) for ``steps`` steps under ``spec`` (its alpha
-    knots and term use absolute step numbers). Cached by the parent's key and the spec; a corrupt saved
-    branch is moved aside and trained again; a corrupt parent raises
-    :class:`rankcollapse.store.CorruptState`."""
+    knots and term use absolute step numbers). Cached by the parent's key, the spec and ``steps``; a corrupt
+    saved branch is moved aside and trained again; a corrupt parent raises
+    :class:`rankcollapse.store.CorruptState`.
+
+    Nothing is trained twice along one trajectory: a branch starts from the longest shorter branch of the
+    same parent and spec already saved, and a :func:`held` branch saves its state every
+    :data:`MILESTONE_EVERY` steps as the finished shorter branch of that length (bit-identical to training
+    it on its own; tests/test_engine.py checks both)."""
     pd = load_dict(Path(parent))
-    key = content_key("branch", Path(parent).parent.name, pd["step"], spec, steps)
-    d = Path(root or states_dir()) / key
+    root = Path(root or states_dir())
+
+    def key_of(n: int) -> str:
+        return content_key("branch", Path(parent).parent.name, pd["step"], spec, n)
+
+    if held(spec):  # one trajectory at a time: a second request continues what the first saved
+        tkey = content_key("trajectory", Path(parent).parent.name, pd["step"], spec)
+        with store.lock(root / "locks" / f"trajectory-{tkey}.lock"):
+            return _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every)
+    return _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every)
+
+
+def _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every) -> dict:
+    key = key_of(steps)
+    d = root / key
     done = d / "branch.pt"
     if done.exists():
         out = _load_or_quarantine(done, "training the branch again", log)
         if out is not None:
-            return {
-                "key": key,
-                "hist": out["hist"],
-                "start": out["extra"]["start"],
-                "step": out["step"],
-                "final_probe": out["final_probe"],
-            }
+            return _branch_summary(key, out)
     state = _resume(spec, d / "ckpt.pt", log)
+    start = pd["step"]
+    if state is None:
+        state = _longest_shorter(spec, steps, key_of, root, log)
     if state is None:
         state = state_from_dict(spec, pd)
         state.hist = empty_hist()
-        state.extra = {"start": pd["step"]}
-    start = state.extra["start"]
+        state.extra = {"start": start, "lineage": pd.get("extra", {}).get("lineage")}
+
+    def on_measure(st, m):
+        k = st.step - start
+        if held(spec) and 0 < k < steps and k % MILESTONE_EVERY == 0:
+            mk = root / key_of(k) / "branch.pt"
+            if not mk.exists():
+                out = st.to_dict()
+                out["final_probe"] = final_probe(st.model, spec)
+                save_state(out, mk)
+
     ck = d / "ckpt.pt"
-    train(spec, state, start + steps, ckpt=ck, ckpt_every=ckpt_every, log=log, stop_at=stop_at)
-    out = state.to_dict()
-    out["final_probe"] = probe_measure(
-        state.model, lm.corpus().probe(spec.seed, spec.probe_batch, spec.model.ctx), entropy=True
+    train(
+        spec,
+        state,
+        start + steps,
+        ckpt=ck,
+        ckpt_every=ckpt_every,
+        log=log,
+        stop_at=stop_at,
+        on_measure=on_measure,
     )
+    out = state.to_dict()
+    out["final_probe"] = final_probe(state.model, spec)
     save_state(out, done)
     store.remove_checked(ck)
+    return _branch_summary(key, out)
+
+
+def _branch_summary(key: str, out: dict) -> dict:
     return {
         "key": key,
         "hist": out["hist"],
-        "start": start,
+        "start": out["extra"]["start"],
         "step": out["step"],
         "final_probe": out["final_probe"],
     }
+
+
+def _longest_shorter(spec: RunSpec, steps: int, key_of, root: Path, log) -> TrainState | None:
+    """The state of the longest saved branch of the same parent and spec shorter than ``steps``, ready to
+    continue (its last measurement dropped: the continuing run takes it again); None when there is none."""
+    for k in range(steps - 1, 0, -1):
+        f = root / key_of(k) / "branch.pt"
+        if not f.exists():
+            continue
+        out = _load_or_quarantine(f, "not continuing from it", log)
+        if out is None:
+            continue
+        state = state_from_dict(spec, out)
+        _drop_measurement_at(state.hist, out["step"])
+        if log is not None:
+            log(f"continuing the saved branch of {k} steps to {steps}")
+        return state
+    return None
 
 
 def _resume(spec: RunSpec, ck: Path, log=None) -> TrainState | None:
@@ -581,44 +927,3 @@ def calibrate(
     if raw <= 0:
         raise ValueError(f"term {kind} is zero at the saved state (s0={s0}); it cannot be calibrated")
     return added / raw, raw
-
-
-# -- parallel ---------------------------------------------------------------------------------------
-def _init_worker():
-    """A worker of :func:`run_parallel`: one thread, and it dies with the process that started it (a
-    chapter's kernel killed by any signal takes its workers with it)."""
-    import signal
-
-    from ..procs import die_with_parent
-
-    torch.set_num_threads(1)
-    die_with_parent(signal.SIGKILL)
-
-
-def _call(fn, kwargs):
-    return fn(**kwargs)
-
-
-def run_parallel(fn, jobs: list[dict], workers: int = 1, log=None, labels=None) -> list:
-    """``[fn(**job) for job in jobs]``, in spawned processes (one thread each) when ``workers > 1``.
-
-    Results come back in job order; each job is deterministic, so the worker count changes nothing but the
-    wall time."""
-    labels = labels or [str(i) for i in range(len(jobs))]
-    if workers <= 1 or len(jobs) <= 1:
-        out = []
-        for lab, j in zip(labels, jobs):
-            out.append(fn(**j))
-            if log:
-                log(f"done: {lab}")
-        return out
-    ctx = mp.get_context("spawn")
-    res_ = [None] * len(jobs)
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as ex:
-        futs = {ex.submit(_call, fn, j): i for i, j in enumerate(jobs)}
-        for f in cf.as_completed(futs):
-            i = futs[f]
-            res_[i] = f.result()
-            if log:
-                log(f"done: {labels[i]}")
-    return res_

@@ -1,0 +1,196 @@
+"""The training engine: the Gram-matrix Q of the loss terms against svdvals, shared prefixes trained once
+(bit-identical to training the whole run), the step ledger, the training device, and jobs on a Dask
+cluster giving the numbers of the local pool."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from rankcollapse import jobs as rjobs
+from rankcollapse.core.metrics import q_spread
+from rankcollapse.lm import runs as rp
+from rankcollapse.lm import training as tr
+from rankcollapse.lm.model import LMConfig
+
+TINY = LMConfig(depth=2, d_model=8, heads=2, ctx=8)
+
+
+def tiny_spec(**kw):
+    base = tr.RunSpec(model=TINY, seed=3, batch=2, probe_batch=2, alpha_knots=tr.driver_knots(20, 40, 0.02))
+    return replace(base, **kw)
+
+
+# -- Q from the Gram matrix -------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(3, 4, 8, 6), (2, 5, 3), (6, 12, 48)])
+def test_q_gram_matches_svdvals_in_float64(shape):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(*shape, dtype=torch.float64, generator=g, requires_grad=True)
+    q, ref = tr.q_gram(X), q_spread(X)
+    assert torch.allclose(q, ref, rtol=1e-10, atol=0)
+    w = torch.randn(ref.shape, dtype=torch.float64, generator=g)
+    (gq,) = torch.autograd.grad((q * w).sum(), X)
+    (gr,) = torch.autograd.grad((ref * w).sum(), X)
+    # the eigenvector is exact to POWER_TOL / spectral gap: the gradient to ~1e-8, below float32 round-off
+    assert (gq - gr).abs().max() <= 3e-8 * gr.abs().max()
+    assert torch.allclose(tr.q_gram(X, squared=True), ref**2, rtol=1e-10)
+
+
+def test_q_gram_near_collapse_and_with_a_degenerate_top():
+    g = torch.Generator().manual_seed(1)
+    u, v = (
+        torch.randn(4, 16, 1, dtype=torch.float64, generator=g),
+        torch.randn(4, 1, 24, dtype=torch.float64),
+    )
+    X = u @ v + 1e-5 * torch.randn(4, 16, 24, dtype=torch.float64, generator=g)  # nearly rank one
+    assert torch.allclose(tr.q_gram(X), q_spread(X), rtol=1e-6)
+    # two equal top singular values: no spectral gap, the power iteration cannot converge -> eigh
+    Y = torch.zeros(2, 6, 6, dtype=torch.float64)
+    Y[:, 0, 0] = Y[:, 1, 1] = 3.0
+    Y[:, 2, 2] = 1.0
+    assert torch.allclose(tr.q_gram(Y), q_spread(Y), rtol=1e-12)
+
+
+def test_q_gram_of_a_matrix_does_not_depend_on_its_batch():
+    g = torch.Generator().manual_seed(2)
+    X = torch.randn(12, 16, 32, 48, generator=g)
+    whole = tr.q_gram(X)
+    assert torch.equal(tr.q_gram(X[3:5]), whole[3:5]) and torch.equal(tr.q_gram(X[7, 2]), whole[7, 2])
+
+
+def test_term_values_against_the_svdvals_definition():
+    hs = [torch.randn(2, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    pen = torch.stack([(1 - q_spread(h) ** 2 / 7).mean() for h in hs]).mean()
+    hin = torch.stack([torch.clamp(2.0 - q_spread(h), min=0).mean() for h in hs]).mean()
+    assert float(tr.term_value(tr.Term("penalty", 1.0), hs)) == pytest.approx(float(pen), rel=1e-5)
+    assert float(tr.term_value(tr.Term("hinge", 1.0, 2.0), hs)) == pytest.approx(float(hin), rel=1e-5)
+
+
+# -- shared prefixes ----------------------------------------------------------------------------------
+def _same(a: dict, b: dict) -> bool:
+    return a["hist"] == b["hist"] and a["final_probe"] == b["final_probe"] and a["det"] == b["det"]
+
+
+def test_a_shared_prefix_gives_the_run_trained_whole(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    ds = tr.DriverSpec(tiny_spec(), 60, settle_steps=10, window=3, threshold=5.0)  # settles: collapse.pt
+    shared = tr.driver(ds)
+    whole = tr.driver(ds, root=tmp_path / "whole", share_at=0)
+    assert _same(shared, whole) and shared["collapse"] is not None
+    a = tr.load_dict(shared["collapse"])
+    b = tr.load_dict(whole["collapse"])
+    assert a["step"] == b["step"] and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(
+            tr.load_model(tmp_path / shared["key"] / "driver.pt").parameters(),
+            tr.load_model(tmp_path / "whole" / whole["key"] / "driver.pt").parameters(),
+        )
+    )
+    h1 = tr.healthy(tiny_spec(), 50, share_at=21)
+    h2 = tr.healthy(tiny_spec(), 50, root=tmp_path / "whole", share_at=0)
+    assert _same(h1, h2)
+
+
+def test_nothing_is_trained_twice(tmp_path, monkeypatch):
+    """Driver, healthy run and a second driver (another alpha_min) of one seed share their first updates:
+    with the prefix every trained step is unique; without it, 21 updates (those of steps 0-20, all at
+    alpha = 1) are trained three times."""
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    for share, ledger in ((None, "shared.log"), (0, "whole.log")):
+        monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / ledger))
+        root = tmp_path / ledger.split(".")[0]
+        tr.driver(tr.DriverSpec(tiny_spec(), 50), root=root, share_at=share)
+        tr.driver(
+            tr.DriverSpec(tiny_spec(alpha_knots=tr.driver_knots(20, 40, 0.1)), 50), root=root, share_at=share
+        )
+        tr.healthy(tiny_spec(), 60, root=root, share_at=21 if share is None else 0)
+    assert tr.ledger_counts(tmp_path / "shared.log") == (21 + 29 + 29 + 39, 118)
+    assert tr.ledger_counts(tmp_path / "whole.log") == (118, 160)
+
+
+def test_a_prefix_is_not_shared_where_the_runs_differ():
+    assert tr.prefix_end(tiny_spec()) == 21  # updates 0-20 at alpha = 1
+    assert tr.prefix_end(tiny_spec(alpha_knots=((0, 1.0),))) == 0  # nothing to branch from
+    assert tr.prefix_end(tiny_spec(term=tr.Term("hinge", 1.0, 1.0))) == 0
+    assert tr.prefix_end(tiny_spec(alpha_knots=((0, 0.5), (10, 1.0)))) == 0
+    assert tr.plain_until(tiny_spec(), 20) and not tr.plain_until(tiny_spec(), 21)
+    a, b = (
+        tr.content_key("prefix", replace(tiny_spec(), alpha_knots=((0, 1.0),)), 20),
+        tr.content_key("prefix", replace(tiny_spec(seed=4), alpha_knots=((0, 1.0),)), 20),
+    )
+    assert a != b
+
+
+# -- the training device ----------------------------------------------------------------------------
+def test_the_chapter_device_reaches_every_training_job(tmp_path, monkeypatch):
+    """The device-selection path, on the CPU with an explicit device: the chapter's resolved device becomes
+    the spec's (so a GPU state never answers for a CPU one), and the run trains there."""
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    p = dict(
+        depth=2,
+        d_model=8,
+        heads=2,
+        ctx=8,
+        batch=2,
+        lr=1e-3,
+        ramp_start=20,
+        ramp_end=40,
+        alpha_min=0.02,
+        tail_steps=10,
+        threshold=1.5,
+        window=3,
+        settle_steps=10,
+        branch_steps=10,
+    )
+    from types import SimpleNamespace
+
+    cpu = rp.run_spec(SimpleNamespace(**p, device="cpu"), 0)
+    assert cpu.device == "cpu" and rp.run_spec(SimpleNamespace(**p, device="cuda:0"), 0).device == "cuda"
+    assert rp.run_spec(SimpleNamespace(**p), 0) == cpu  # no device given: the CPU
+    assert tr.content_key("driver", cpu) != tr.content_key("driver", replace(cpu, device="cuda"))
+    st = tr.new_state(cpu)
+    assert all(q.device.type == "cpu" for q in st.model.parameters())
+    assert st.opt.defaults.get("fused") is True  # torch's fused AdamW on the CPU
+    tr.train(cpu, st, 5)
+    assert st.step == 5
+
+
+# -- jobs on a Dask cluster ---------------------------------------------------------------------------
+def test_a_two_worker_dask_cluster_gives_the_local_numbers(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    torch.set_num_threads(1)
+    specs = [tr.DriverSpec(tiny_spec(seed=s), 30) for s in (0, 1)]
+    local = rjobs.run_parallel(tr.driver, [{"ds": d, "root": tmp_path / "local"} for d in specs], 1)
+    dask = rjobs.run_parallel(
+        tr.driver, [{"ds": d, "root": tmp_path / "dask"} for d in specs], 2, scheduler_="local"
+    )
+    assert [o["hist"] for o in local] == [o["hist"] for o in dask]
+    assert [o["final_probe"] for o in local] == [o["final_probe"] for o in dask]
+
+
+def test_one_held_trajectory_is_trained_once(tmp_path, monkeypatch):
+    """A held branch saves its state every MILESTONE_EVERY steps as the shorter branch of that length, and a
+    longer request continues the longest shorter one saved: both orders give the states trained alone."""
+    torch.set_num_threads(1)
+    monkeypatch.setattr(tr, "MILESTONE_EVERY", 20)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    d = tr.driver(tr.DriverSpec(tiny_spec(), 30))
+    parent = str(tmp_path / d["key"] / "driver.pt")
+    held = tiny_spec(alpha_knots=((30, 0.5),))
+    assert tr.held(held) and not tr.held(
+        tiny_spec(alpha_knots=((30, 0.5),), term=tr.Term("hinge", 1.0, 1.0))
+    )
+    alone = {n: tr.branch(parent, held, n, root=tmp_path / f"alone{n}") for n in (20, 40)}
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "long-first.log"))
+    long_first = [tr.branch(parent, held, n, root=tmp_path / "a") for n in (40, 20)]
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "short-first.log"))
+    short_first = [tr.branch(parent, held, n, root=tmp_path / "b") for n in (20, 40)]
+    for b, n in zip(long_first + short_first, (40, 20, 20, 40)):
+        assert b["hist"] == alone[n]["hist"] and b["final_probe"] == alone[n]["final_probe"]
+        assert b["key"] == alone[n]["key"]
+    assert tr.ledger_counts(tmp_path / "long-first.log") == (40, 40)  # the 20-step branch was a milestone
+    assert tr.ledger_counts(tmp_path / "short-first.log") == (40, 40)  # the 40-step one continued it
