@@ -194,3 +194,32 @@ def test_one_held_trajectory_is_trained_once(tmp_path, monkeypatch):
         assert b["key"] == alone[n]["key"]
     assert tr.ledger_counts(tmp_path / "long-first.log") == (40, 40)  # the 20-step branch was a milestone
     assert tr.ledger_counts(tmp_path / "short-first.log") == (40, 40)  # the 40-step one continued it
+
+
+def test_the_driver_tail_is_the_untreated_branch(tmp_path, monkeypatch):
+    """A driver that settles after its ramp has ended goes on held at alpha_min: its steps from the collapse
+    to its end are saved as the untreated branch of that length, which a longer untreated branch continues
+    (same numbers as training it from the collapse; no step trained twice)."""
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    ds = tr.DriverSpec(tiny_spec(), 70, settle_steps=30, window=3, threshold=5.0)  # ramp 20-40, then held
+    untreated = None
+    for root, keep_tail in ((tmp_path / "a", True), (tmp_path / "b", False)):
+        monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(root.with_suffix(".log")))
+        d = tr.driver(ds, root=root)
+        s = d["det"]["settled"]
+        assert s is not None and s >= 40
+        untreated = replace(tiny_spec(), alpha_knots=((s, 0.02),))
+        tail_key = tr.content_key("branch", d["key"], s, untreated, 70 - s)
+        assert (root / tail_key / "branch.pt").exists()
+        if not keep_tail:
+            for f in (root / tail_key).iterdir():
+                f.unlink()
+        b = tr.branch(d["collapse"], untreated, 100, root=root)
+        if keep_tail:
+            first = b
+    assert first["hist"] == b["hist"] and first["final_probe"] == b["final_probe"]
+    u, n = tr.ledger_counts(tmp_path / "a.log")
+    assert u == n  # nothing trained twice with the tail shared
+    u, n = tr.ledger_counts(tmp_path / "b.log")
+    assert n - u == 70 - first["start"]  # without it, the driver's tail is trained again

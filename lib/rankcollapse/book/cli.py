@@ -126,34 +126,37 @@ def scheduler_arg(p) -> None:
     )
 
 
-def use_scheduler(a) -> None:
+def use_scheduler(a) -> int | None:
     """Check ``--scheduler`` before any work and name it to the chapters (``$RCBOOK_SCHEDULER``, read by
-    :func:`rankcollapse.jobs.run_parallel`)."""
+    :func:`rankcollapse.jobs.run_parallel`); 2 (after saying why on stderr) when it cannot be used."""
     s = getattr(a, "scheduler", None)
     if s is None:
-        return
+        return None
     import re
 
     from ..jobs import SCHEDULER_ENV
 
     if s != "local" and not re.fullmatch(r"(tcp|tls|inproc|ucx)://[^\s/]+(:\d+)?|[\w.-]+:\d+", s):
-        raise SystemExit(
+        print(
             f"rcbook: --scheduler {s!r}: allowed: an address such as tcp://host:8786 (or host:8786), "
-            "or no value for a LocalCluster on this machine"
+            "or no value for a LocalCluster on this machine",
+            file=sys.stderr,
         )
+        return 2
     try:
         import distributed  # noqa: F401
     except ImportError:
-        raise SystemExit(
-            "rcbook: --scheduler needs dask.distributed: pip install 'dask[distributed]'"
-        ) from None
+        print("rcbook: --scheduler needs dask.distributed: pip install 'dask[distributed]'", file=sys.stderr)
+        return 2
     os.environ[SCHEDULER_ENV] = s
+    return None
 
 
 def cmd_run(a) -> int:
     from .runner import run_many
 
-    use_scheduler(a)
+    if (rc := use_scheduler(a)) is not None:
+        return rc
 
     overrides = {}
     for name, value in a.param or []:
@@ -288,7 +291,8 @@ def cmd_book(a) -> int:
 
     if (rc := paper_guard(a, list(CHAPTERS))) is not None:
         return rc
-    use_scheduler(a)
+    if (rc := use_scheduler(a)) is not None:
+        return rc
     outcomes = run_many(list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs)
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:

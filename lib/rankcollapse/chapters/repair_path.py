@@ -164,19 +164,7 @@ def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, di
                 labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps")
                 tags.append(("delay", e["seed"], (d, a)))
     for e in events:
-        for a in p.switch_alphas:
-            jobs.append(
-                (
-                    "branch",
-                    {
-                        "parent": e["collapse"],
-                        "spec": switch_spec(p, e["seed"], e["start"], a),
-                        "steps": p.branch_steps,
-                    },
-                )
-            )
-            labels.append(f"seed {e['seed']} switch to {a}")
-            tags.append(("hold", e["seed"], a))
+        # the short runs first: a held switch at the same alpha then continues one (same trajectory)
         for a in p.probe_alphas:
             jobs.append(
                 (
@@ -190,6 +178,19 @@ def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, di
             )
             labels.append(f"seed {e['seed']} {p.after_steps} steps at {a}")
             tags.append(("after", e["seed"], a))
+        for a in p.switch_alphas:
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": switch_spec(p, e["seed"], e["start"], a),
+                        "steps": p.branch_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} switch to {a}")
+            tags.append(("hold", e["seed"], a))
         jobs.append(
             (
                 "branch",

@@ -690,9 +690,44 @@ def driver(
     out = state.to_dict()
     out["final_probe"] = final_probe(state.model, spec)
     out["key"] = key
+    _save_tail_as_branch(ds, out, d)
     save_state(out, done)
     store.remove_checked(ck)
     return _summary(out, d)
+
+
+def _save_tail_as_branch(ds: DriverSpec, out: dict, d: Path) -> None:
+    """A driver that settled after its ramp ended went on held at one alpha: its steps from the collapse
+    to its end are the untreated branch from its saved collapse (same spec, same batches). Save its end as
+    that branch (of ``steps - settled`` steps), which a longer untreated branch then continues instead of
+    training those steps again."""
+    s = out["extra"].get("det", {}).get("settled")
+    spec = ds.run
+    if s is None or spec.term is not None or not (d / "collapse.pt").exists():
+        return
+    a = spec.alpha(s)
+    if any(spec.alpha(t) != a for t in range(s, ds.steps)):
+        return
+    held_spec = replace(spec, alpha_knots=((s, a),), term=None)
+    n = ds.steps - s
+    key = content_key("branch", d.name, s, held_spec, n)
+    target = d.parent / key / "branch.pt"
+    if target.exists():
+        return
+    h = out["hist"]
+    i = h["m_step"].index(s)
+    j = next((k for k, w in enumerate(h["w_step"]) if w >= s), len(h["w_step"]))
+    hist = empty_hist()
+    for k in ("m_step", "srank", "probe_loss", "alpha"):
+        hist[k] = copy.deepcopy(h[k][i:])
+    for k in ("loss", "gnorm", "clipped", "term"):
+        hist[k] = copy.deepcopy(h[k][s:])
+    hist["w_step"], hist["wsrank"] = copy.deepcopy(h["w_step"][j:]), copy.deepcopy(h["wsrank"][j:])
+    branch_out = dict(out)
+    branch_out.pop("key", None)
+    branch_out["hist"] = hist
+    branch_out["extra"] = {"start": s, "lineage": out["extra"].get("lineage")}
+    save_state(branch_out, target)
 
 
 def prefix(spec: RunSpec, steps: int, *, log=None, root: Path | None = None) -> dict:
