@@ -86,16 +86,6 @@ def test_trajectory_matches_metrics():
 
 
 def test_linear_reference_and_verdict_rules():
-    assert col.linear_reference([1.0, 0.5, 0.01], 3) == pytest.approx([1.0, 0.5, 0.25])
-    base = {"certified": 4, "certified_collapsed": 4, "exponent_certified_median": 3.0}
-    assert col.c1_verdict(base) == "supported"
-    assert col.c1_verdict({**base, "certified_collapsed": 3}) == "refuted"
-    assert col.c1_verdict({**base, "exponent_certified_median": 1.1}) == "refuted"
-    assert col.c1_verdict({**base, "exponent_certified_median": 1.8}) == "inconclusive"
-    assert (
-        col.c1_verdict({**base, "certified": 0, "certified_collapsed": 0, "exponent_certified_median": None})
-        == "inconclusive"
-    )
     assert sk.c2_verdict(True, 6, 0, 6) == "supported"
     assert sk.c2_verdict(False, 6, 0, 6) == "refuted"
     assert sk.c2_verdict(True, 6, 6, 6) == "refuted"

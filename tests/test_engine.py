@@ -223,3 +223,25 @@ def test_the_driver_tail_is_the_untreated_branch(tmp_path, monkeypatch):
     assert u == n  # nothing trained twice with the tail shared
     u, n = tr.ledger_counts(tmp_path / "b.log")
     assert n - u == 70 - first["start"]  # without it, the driver's tail is trained again
+
+
+def test_the_driver_tail_saves_its_milestones(tmp_path, monkeypatch):
+    """While a settled driver goes on held, it saves its state every MILESTONE_EVERY steps as the untreated
+    branch of that length: a shorter untreated branch is then loaded, not trained, and has the numbers of the
+    same branch trained from the saved collapse; a longer one continues the longest saved."""
+    torch.set_num_threads(1)
+    monkeypatch.setattr(tr, "MILESTONE_EVERY", 10)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    ds = tr.DriverSpec(tiny_spec(), 70, settle_steps=30, window=3, threshold=5.0)
+    root = tmp_path / "a"
+    d = tr.driver(ds, root=root)
+    s = d["det"]["settled"]
+    assert s is not None and 70 - s > 10
+    untreated = replace(tiny_spec(), alpha_knots=((s, 0.02),))
+    alone = tr.branch(d["collapse"], untreated, 10, root=tmp_path / "alone")  # trained from the collapse
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "a.log"))
+    b = tr.branch(d["collapse"], untreated, 10, root=root)
+    assert b["hist"] == alone["hist"] and b["final_probe"] == alone["final_probe"]
+    assert not (tmp_path / "a.log").exists() or tr.ledger_counts(tmp_path / "a.log") == (0, 0)
+    idx = root / "trajectories" / tr.trajectory_key(d["key"], s, untreated)
+    assert sorted(int(f.name) for f in idx.iterdir()) == list(range(10, 70 - s, 10)) + [70 - s]

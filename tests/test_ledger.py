@@ -26,3 +26,15 @@ def test_ledger_reads_verdicts(tmp_path):
     assert "not run" in c1 and "supported" not in c1
     ids = [row[0] for row in ledger.CLAIMS]
     assert len(ids) == len(set(ids)) == 18
+
+
+def test_the_ledger_shows_a_rules_reason_in_place_of_its_evidence(tmp_path):
+    (tmp_path / "skip").mkdir()
+    reason = "every construction kept the residual; 0 of 16 skip networks collapsed"
+    (tmp_path / "skip" / "results.json").write_text(
+        json.dumps({"verdicts": {"C2": {"verdict": "supported", "evidence": {"reason": reason, "n": 16}}}})
+    )
+    c2 = next(l for l in ledger.table(tmp_path, "smoke", ["skip"]).splitlines() if l.startswith("| C2 "))
+    assert reason in c2 and "n=16" not in c2
+    long = {"evidence": {"reason": "x" * 1000}}
+    assert len(ledger.evidence_text(long)) == 400 and ledger.evidence_text(long).endswith("…")

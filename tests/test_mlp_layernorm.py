@@ -175,30 +175,3 @@ def test_counterexample_search():
     X = torch.tensor(ce["X"], dtype=torch.float64)
     assert lnm.affine_rank(X) == ce["before"]["affine_rank"]
     assert math.isfinite(ce["after"]["r"])
-
-
-def test_slowing_and_trade_summaries():
-    summ = [{"weight_scale": 1.0, "mlp_scale": 0.0, "A": -5.0, "lambda": 0.0}] + [
-        {"weight_scale": 1.0, "mlp_scale": s, "A": a, "lambda": 2 * s, "depth": 3}
-        for s, a in ((1.0, -8.0), (2.0, -6.0), (4.0, -4.0), (8.0, -7.0))
-    ]
-    sl = mlpc.slowing(summ, 1.0)
-    assert (
-        sl["peak_scale"] == 4.0
-        and sl["rise"] == pytest.approx(4.0)
-        and sl["fall_after_peak"] == pytest.approx(3.0)
-    )
-    assert sl["rho_upto_peak"] == pytest.approx(1.0)
-    text = mlpc.table_slowing(summ, {1.0: sl})
-    assert "| 4.00, 3.00 |" in text and "| 1 of 4 |" in text
-    tr = mlpc.trade(
-        [
-            {"mlp_scale": s, "lambda": s, "A": a, "log10_sens_abs": s, "log10_sens_rel": s}
-            for s, a in ((1, -3), (2, -2), (3, -1), (4, -2))
-        ]
-    )
-    assert (
-        tr["peak_scale"] == 3
-        and tr["n_upto_peak"] == 3
-        and tr["rho_sens_rel_upto_peak"] == pytest.approx(1.0)
-    )

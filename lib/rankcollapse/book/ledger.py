@@ -119,6 +119,15 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def evidence_text(v: dict, limit: int = 400) -> str:
+    """What decided a verdict, for the ledger: the rule's own one-sentence reason where it gives one (the
+    shared ``verdict_<id>(evidence) -> (verdict, reason)`` form), else the evidence as ``key=value`` pairs;
+    cut at ``limit`` characters (the full evidence stays in the results file)."""
+    ev = v.get("evidence", {})
+    text = ev.get("reason") if isinstance(ev.get("reason"), str) else _fmt(ev)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def collect(build: Path) -> dict:
     """claim id -> list of (chapter, verdict dict or None if the chapter did not run / has no verdict)."""
     out = {}
@@ -151,7 +160,7 @@ def table(build: Path, profile: str, known_chapters) -> str:
             else:
                 note = f" (smoke differs from full: {v['smoke_note']})" if v.get("smoke_note") else ""
                 vs.append(f"**{v['verdict']}** ({link}){note}")
-                nums.append(_fmt(v.get("evidence", {}))[:160])
+                nums.append(evidence_text(v))
         lines.append(
             f"| {cid} | {claim} ({source}) | {strength} | {'<br>'.join(vs)} | "
             f"{'<br>'.join(n.replace('|', '/') for n in nums) or '–'} |"

@@ -102,8 +102,13 @@ SCHEMA = Schema(
         Param(
             "share_scales",
             "float_list",
-            "weight scales at which the share of each path length is measured",
-            {"smoke": [0.5, 1.0, 2.0], "full": [0.5, 1.0, 2.0, 4.0], "paper": [0.5, 1.0, 2.0, 4.0]},
+            "weight scales at which the share of each path length is measured (a wide grid: C5 is decided "
+            "on the part of it where the question is meaningful)",
+            {
+                "smoke": [0.25, 0.5, 0.7, 0.85, 1.0, 1.2, 1.4, 2.0, 4.0],
+                "full": [0.25, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 2.0, 2.8, 4.0],
+                "paper": [0.125, 0.25, 0.35, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 2.0, 2.8, 4.0],
+            },
             low=1e-6,
             high=100.0,
         ),
@@ -111,7 +116,7 @@ SCHEMA = Schema(
             "share_seeds",
             "int",
             "random networks per scale for the shares",
-            {"smoke": 2, "full": 3, "paper": 10},
+            {"smoke": 2, "full": 2, "paper": 10},
             low=1,
             high=1000,
         ),
@@ -246,7 +251,7 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[di
     """
     rows = []
     for s in scales:
-        norm_share, res_share, trunc = [], [], []
+        norm_share, res_share, trunc, growth = [], [], [], []
         for i in range(seeds):
             san, X = big_network(L, H, n, d, s, seed + 1000 * i, device)
             with torch.no_grad():
@@ -258,6 +263,7 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[di
             res_share.append((torch.linalg.matrix_norm(rS) / torch.linalg.matrix_norm(R)).tolist())
             cum = torch.cumsum(rS, dim=0)
             trunc.append((torch.linalg.matrix_norm(R - cum) / torch.linalg.matrix_norm(R)).tolist())
+            growth.append(float(torch.linalg.matrix_norm(Y) / torch.linalg.matrix_norm(X)))
         trunc_mean = np.mean(trunc, axis=0)
         k90 = int(np.argmax(trunc_mean <= 0.1)) if (trunc_mean <= 0.1).any() else L
         rows.append(
@@ -268,6 +274,7 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[di
                 "trunc_err": trunc_mean.tolist(),
                 "k90": k90,
                 "r_out": float(torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(Y)),
+                "growth": float(np.mean(growth)),
             }
         )
         log(f"shares at scale {s} done (k90 = {k90})")
@@ -426,41 +433,208 @@ def record_recursion(ch, big: dict, p) -> None:
         ch.glue(name, v)
 
 
-def record_shares(ch, shares: list[dict], p) -> str:
-    """Part (d): k90 and the truncation error at each weight scale, and the verdict on C5 (returned)."""
+# -- the verdicts: rules fixed before the results, each a pure function of its evidence --------------
+IDENTITY_TOL = 0.1  # C5: truncation error at which paths of length <= k "reproduce" res(Y) (k90)
+EXPLODE = 10.0  # C5: ||Y||_F / ||X||_F above this: the forward pass has exploded (no meaningful question)
+
+RULE_D1 = (
+    "supported if the relative Frobenius error of the explicit path sum against the forward pass is "
+    "< 1e-12 in float64 and < 1e-5 in float32 in every configuration enumerated, and < 1e-12 (float64) for "
+    "the length recursion at scale; refuted if any float64 error exceeds 1e-6 (far above round-off: the "
+    "identity fails); inconclusive otherwise (errors above round-off without a failure of the identity) "
+    "or when no configuration was enumerated"
+)
+RULE_C5 = (
+    "at random initialisation, over the weight-scale grid: a scale is in the meaningful regime when the "
+    "path that skips every layer alone misses more than 10% of res(Y) (truncation error at length 0 > 0.1; "
+    "below that the input alone reproduces the residual and path lengths are moot) and the forward pass has "
+    "not exploded (||Y||_F/||X||_F <= 10; above that the attention saturates and every layer multiplies "
+    "the output); within the regime: supported if paths of length <= L/2 reproduce res(Y) to 10% "
+    "(truncation error at length floor(L/2) <= 0.1) at every scale, refuted if at none, inconclusive if at "
+    "some, or if fewer than two scales of the grid fall in the regime; the reason gives the regime's "
+    "boundaries on the grid"
+)
+OLD_RULE_C5 = (
+    "paths of length <= L/2 reproduce res(output) to 10% (k90 <= L/2) at every weight scale tested: "
+    "supported; at none: refuted; at some: inconclusive"
+)
+
+
+def verdict_d1(evidence: dict) -> tuple[str, str]:
+    """D1 from ``configs`` (configurations enumerated), ``err_f64``, ``err_f32`` (worst path-sum errors) and
+    ``big_err_f64`` (the recursion at scale)."""
+    e64, e32, big = evidence["err_f64"], evidence["err_f32"], evidence["big_err_f64"]
+    nums = f"worst error {e64:.1e} (float64), {e32:.1e} (float32), {big:.1e} at scale (float64)"
+    if not evidence["configs"]:
+        return "inconclusive", "No configuration was enumerated, so the identity was not checked."
+    if max(e64, big) > 1e-6:
+        return "refuted", f"The path sum misses the forward pass far beyond round-off: {nums}."
+    if e64 < 1e-12 and e32 < 1e-5 and big < 1e-12:
+        n = evidence["configs"]
+        return (
+            "supported",
+            f"In all {n} configurations and at scale the path sum is exact to round-off: {nums}.",
+        )
+    return "inconclusive", f"The errors exceed round-off but are no failure of the identity: {nums}."
+
+
+def c5_regime(scales: list[dict]) -> list[dict]:
+    """The rows of ``scales`` (each with ``scale``, ``trunc0``, ``growth``) in C5's meaningful regime."""
+    return [r for r in scales if r["trunc0"] > IDENTITY_TOL and r["growth"] <= EXPLODE]
+
+
+def verdict_c5(evidence: dict) -> tuple[str, str]:
+    """C5 from ``L`` and ``scales``: one row per weight scale with ``scale``, ``trunc0`` (truncation error
+    keeping the length-0 path only), ``trunc_half`` (keeping lengths <= floor(L/2)) and ``growth``
+    (``||Y||_F/||X||_F``)."""
+    L, rows = evidence["L"], sorted(evidence["scales"], key=lambda r: r["scale"])
+    reg = c5_regime(rows)
+    low = [r["scale"] for r in rows if r["trunc0"] <= IDENTITY_TOL]
+    high = [r["scale"] for r in rows if r["growth"] > EXPLODE]
+    where = (
+        f"the identity path alone reproduces res(Y) at scales {_fmt(low)} and the forward pass explodes at "
+        f"{_fmt(high)}"
+    )
+    if len(reg) < 2:
+        return "inconclusive", (
+            f"Only {len(reg)} scale(s) of the grid ({_fmt([r['scale'] for r in reg])}) lie in the "
+            f"meaningful regime ({where}), too few to decide."
+        )
+    holds = [r["scale"] for r in reg if r["trunc_half"] <= IDENTITY_TOL]
+    span = f"{reg[0]['scale']:g} to {reg[-1]['scale']:g}"
+    errs = ", ".join(f"{r['trunc_half']:.2g} at {r['scale']:g}" for r in reg)
+    text = (
+        f"in the meaningful regime, scales {span} of the grid ({where}), paths of length <= {L // 2} of "
+        f"{L} leave a residual error of {errs}"
+    )
+    if len(holds) == len(reg):
+        return "supported", f"At random initialisation, {text}: at most 10% at every scale."
+    if not holds:
+        return "refuted", f"At random initialisation, {text}: above 10% at every scale."
+    return "inconclusive", f"At random initialisation, {text}: at most 10% only at scales {_fmt(holds)}."
+
+
+def _fmt(xs) -> str:
+    return ", ".join(f"{x:g}" for x in xs) if xs else "none"
+
+
+VERDICTS = {"D1": verdict_d1, "C5": verdict_c5}
+
+
+def c5_evidence(shares: list[dict], L: int) -> dict:
+    """C5's evidence from :func:`length_shares`' rows."""
+    return {
+        "L": L,
+        "scales": [
+            {
+                "scale": r["scale"],
+                "trunc0": r["trunc_err"][0],
+                "trunc_half": r["trunc_err"][L // 2],
+                "growth": r["growth"],
+                "k90": r["k90"],
+            }
+            for r in shares
+        ],
+    }
+
+
+def record_shares(ch, shares: list[dict], p) -> dict:
+    """Part (d): k90, the truncation error and the output's growth at each weight scale, the regime where
+    C5 is asked (its boundaries on the grid), and the old rule's verdict beside it. Returns C5's
+    evidence."""
     for r in shares:
         tag = f"{r['scale']:g}".replace(".", "p")
         ch.value(f"k90_scale{tag}", r["k90"], atol=0, note="integer; exact on any machine up to ties at 0.1")
         ch.value(f"trunc_err_scale{tag}", r["trunc_err"], rtol=1e-6, atol=1e-12, note="float64 norms")
-    half = p.big_layers / 2
-    shallow = [r["k90"] <= half for r in shares]
+    ch.value(
+        "growth_by_scale",
+        {f"{r['scale']:g}": r["growth"] for r in shares},
+        rtol=1e-6,
+        note="float64; ||Y||_F / ||X||_F, mean over seeds",
+    )
+    ev = c5_evidence(shares, p.big_layers)
+    reg = c5_regime(ev["scales"])
+    ch.value(
+        "c5_regime",
+        [reg[0]["scale"], reg[-1]["scale"]] if reg else None,
+        note="smallest and largest grid scale in the meaningful regime (None: empty)",
+    )
+    ch.value("c5_regime_count", len(reg), note="count of grid scales in the regime")
+    ch.glue("c5_regime_md", _fmt([r["scale"] for r in reg]))
+    ch.glue("c5_identity_md", _fmt([r["scale"] for r in ev["scales"] if r["trunc0"] <= IDENTITY_TOL]))
+    ch.glue("c5_explode_md", _fmt([r["scale"] for r in ev["scales"] if r["growth"] > EXPLODE]))
+    ch.glue("c5_half", p.big_layers // 2)
+    ch.glue("identity_tol", IDENTITY_TOL)
+    ch.glue("explode", EXPLODE)
     ref = min(shares, key=lambda r: abs(r["scale"] - 1.0))
     ch.value("k90_ref", ref["k90"], note="integer")
     ch.glue("ref_scale", ref["scale"])
     ch.glue("k90_list", ", ".join(f"{r['k90']} (scale {r['scale']:g})" for r in shares))
-    verdict_c5 = "supported" if all(shallow) else ("refuted" if not any(shallow) else "inconclusive")
+    shallow = [r["k90"] <= p.big_layers / 2 for r in shares]
+    old = "supported" if all(shallow) else ("refuted" if not any(shallow) else "inconclusive")
+    ch.value("c5_old_rule_verdict", old, note="the verdict the old rule (every scale of the grid) gives")
+    ch.glue("c5_old_rule", OLD_RULE_C5)
+    return ev
+
+
+def judge_c5(ch, evidence: dict) -> str:
+    """Record C5 (:func:`verdict_c5`) from :func:`record_shares`' evidence."""
+    v, reason = verdict_c5(evidence)
+    ch.glue("c5_reason", reason)
     return ch.verdict(
         "C5",
-        verdict_c5,
-        claim="SANs with skips behave like ensembles of shallow paths (at initialisation)",
-        rule="paths of length <= L/2 reproduce res(output) to 10% (k90 <= L/2) at every weight scale "
-        "tested: supported; at none: refuted; at some: inconclusive",
-        evidence={"L": p.big_layers, "k90_by_scale": {str(r["scale"]): r["k90"] for r in shares}},
+        v,
+        claim="SANs with skips behave like ensembles of shallow paths (at random initialisation, in the "
+        "regime of weight scales where the question is meaningful)",
+        rule=RULE_C5,
+        evidence=evidence | {"reason": reason},
     )
 
 
-def judge_d1(ch, worst: dict, big: dict) -> str:
-    """D1: the identity holds to round-off in every configuration and at scale."""
-    d1_ok = worst["float64"] < 1e-12 and worst["float32"] < 1e-5 and big["err_float64"] < 1e-12
+def judge_d1(ch, recon: list[dict], worst: dict, big: dict) -> str:
+    """Record D1 (:func:`verdict_d1`): the identity holds to round-off in every configuration and at
+    scale."""
+    evidence = {
+        "configs": len(recon),
+        "err_f64": worst["float64"],
+        "err_f32": worst["float32"],
+        "big_err_f64": big["err_float64"],
+    }
+    v, reason = verdict_d1(evidence)
+    ch.glue("d1_reason", reason)
     return ch.verdict(
         "D1",
-        "supported" if d1_ok else "refuted",
+        v,
         claim="the SAN output is exactly the sum over paths plus 1b^T",
-        rule="relative reconstruction error < 1e-12 in float64 and < 1e-5 in float32, for every "
-        "configuration",
-        evidence={
-            "err_f64": worst["float64"],
-            "err_f32": worst["float32"],
-            "big_err_f64": big["err_float64"],
-        },
+        rule=RULE_D1,
+        evidence=evidence | {"reason": reason},
     )
+
+
+def fig_regime(shares: list[dict], L: int):
+    """k90 and the output's growth against weight scale, the meaningful regime shaded."""
+    import matplotlib.pyplot as plt
+
+    ev = c5_evidence(shares, L)["scales"]
+    reg = c5_regime(ev)
+    fig, ax = plt.subplots(figsize=(7.5, 3.4))
+    x = [r["scale"] for r in ev]
+    ax.plot(x, [r["k90"] for r in ev], "o-", color="C0", label="k90 (left)")
+    ax.axhline(L // 2, color="C0", ls=":", lw=1, label="L/2")
+    ax.set_xscale("log")
+    ax.set_xlabel("weight scale s")
+    ax.set_ylabel("k90: shortest lengths reproducing res(Y) to 10%")
+    ax.set_ylim(-0.5, L + 0.5)
+    ax2 = ax.twinx()
+    ax2.plot(x, [r["growth"] for r in ev], "s--", color="C3", label="‖Y‖/‖X‖ (right)")
+    ax2.axhline(EXPLODE, color="C3", ls=":", lw=1)
+    ax2.set_yscale("log")
+    ax2.set_ylabel("output growth ‖Y‖_F/‖X‖_F")
+    if reg:
+        ax.axvspan(reg[0]["scale"] / 1.08, reg[-1]["scale"] * 1.08, color="grey", alpha=0.15)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
+    ax.set_title("shaded: the regime where C5 is decided", fontsize=9)
+    fig.tight_layout()
+    return fig

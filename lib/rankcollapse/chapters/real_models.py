@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..book.params import Param, ParameterError, Schema
+from ..core import bounds as B
 from ..core.bounds import gamma_min, one_layer_factor
 from ..core.metrics import norm_1, norm_1inf, relative_residual, relative_residual_fro, res
 from ..hf import models as hm
@@ -419,7 +420,7 @@ def glue_bert(ch, summ: dict) -> None:
         )
 
 
-# -- Q2: beta per layer and head, the smallest gamma, 4 gamma beta < sqrt(d_qk) -----------------------------
+# -- Q2: beta per layer and head, the a-priori gamma, 4 gamma beta < sqrt(d_qk) ----------------------------
 def head_betas(W: dict) -> torch.Tensor:
     """``||W_Q,h W_K,h^T||_1 * ||W_V,h W_O,h||_{1,inf}`` per head: shape (H,) (as ``bounds.beta_heads``)."""
     return norm_1(W["WQ"] @ W["WK"].transpose(-1, -2)) * norm_1inf(W["WV"] @ W["WO"])
@@ -428,59 +429,63 @@ def head_betas(W: dict) -> torch.Tensor:
 @torch.no_grad()
 def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dict:
     """Per layer l, head h and sequence s of the *unmodified* model, with X the layer's input and P_h its
-    attention:
+    attention in the forward pass:
 
     * ``beta[l,h]`` from the weights; ``d_qk`` the head size;
-    * single head: ``gamma_h`` = smallest gamma with
-      ``||res(P_h X W_h)|| <= 4 gamma beta_h/sqrt(d_qk) ||res X||^3``
+    * ``gamma_head[l,h,s]``: the a-priori gamma of :func:`rankcollapse.core.bounds.attention_gamma`, from the
+      attention entries and the input only (``sqrt(d_qk) ||P_h - 1 p_h^T|| / (4 ||W_QK,h||_1 ||res X||^2)``),
       and ``cond_head = 4 gamma_h beta_h / sqrt(d_qk)`` (the note's condition holds when it is < 1);
-    * the layer (H heads): ``gamma`` with ``beta = max_h beta_h``, ``factor = 4 gamma beta H / sqrt(d_qk)``
-      and the condition as the note states it, ``4 gamma beta / sqrt(d_qk) = factor / H``;
-    * ``scaled = factor * ||res X||^2`` — the quantity the depth bound actually needs below 1
-      (``(f^{1/2} ||res X||)^{3^L}`` must shrink); with the smallest gamma it equals
-      ``||res SA(X)|| / ||res X||``.
-    Norms are the composite ``||.||_{1,inf}``, residuals against the token mean.
+    * the layer (H heads): the a-priori ``bound`` on ``||res(sum_h P_h X W_h)||`` and its ``gamma`` with
+      ``beta = max_h beta_h``; ``factor = 4 gamma beta H / sqrt(d_qk)``, the condition as the note states it,
+      ``stated = 4 gamma beta / sqrt(d_qk) = factor / H``, and ``scaled = factor * ||res X||^2 = bound /
+      ||res X||``: the a-priori bound on the factor by which the layer shrinks the residual of its input,
+      the quantity the depth bound needs below 1 (``(f^{1/2} ||res X||)^{3^L}`` must shrink);
+    * ``res_out`` (observed) and ``tightness = res_out / bound`` (at most 1: the bound always holds);
+    * for comparison, ``cond_head_fitted``: the same condition with the old, circular gamma (the smallest
+      value making the one-layer inequality hold on the observed output).
+    Norms are the composite ``||.||_{1,inf}``, residuals against the token mean, in float64.
     """
     model, arch = loaded.model, loaded.arch
     Ws = hm.head_weights(model, arch)
     H = Ws[0]["WQ"].shape[0]
     dqk = Ws[0]["WQ"].shape[-1]
     betas = torch.stack([head_betas(W) for W in Ws])  # (L, H)
+    maps = [W["WV"].double() @ W["WO"].double() for W in Ws]
     L = len(Ws)
-    res_in, res_out, res_out_h = [], [], []
+    cols = {k: [] for k in ("res_in", "res_out", "res_out_h", "gamma_h", "bound", "gamma")}
     for i in range(0, ids.shape[0], batch):
         hs, att = hm.hidden_states(model, ids[i : i + batch], batch=batch, attentions=True)
-        ri, ro, roh = [], [], []
+        per = {k: [] for k in cols}
         for l in range(L):
             X = hs[l].double()
+            g = B.attention_gamma(X, Ws[l]["WQ"], Ws[l]["WK"], maps[l], att[l])
             Y = hm.head_outputs(Ws[l], X, att[l])  # (b, H, n, d)
-            ri.append(norm_1inf(res(X)))
-            roh.append(norm_1inf(res(Y)))
-            ro.append(norm_1inf(res(Y.sum(dim=1))))
-        res_in.append(torch.stack(ri))
-        res_out.append(torch.stack(ro))
-        res_out_h.append(torch.stack(roh))
-    res_in = torch.cat(res_in, dim=1).numpy()  # (L, S)
-    res_out = torch.cat(res_out, dim=1).numpy()  # (L, S)
-    res_out_h = torch.cat(res_out_h, dim=1).numpy()  # (L, S, H)
+            per["res_in"].append(g["res_in"])
+            per["res_out_h"].append(norm_1inf(res(Y)))
+            per["res_out"].append(norm_1inf(res(Y.sum(dim=1))))
+            per["gamma_h"].append(g["gamma_h"])
+            per["bound"].append(g["bound"])
+            per["gamma"].append(g["gamma"])
+        for k in cols:
+            cols[k].append(torch.stack(per[k]))
+    c = {k: torch.cat(v, dim=1).numpy() for k, v in cols.items()}  # (L, S) or (L, S, H)
     b = betas.numpy()
-    S = res_in.shape[1]
-    gamma_h = np.empty((L, H, S))
-    cond_h = np.empty((L, H, S))
-    gamma_l = np.empty((L, S))
-    factor = np.empty((L, S))
+    gamma_h = c["gamma_h"].transpose(0, 2, 1)  # (L, H, S)
+    cond_h = 4.0 * gamma_h * b[:, :, None] / math.sqrt(dqk)
+    S = c["res_in"].shape[1]
+    fitted = np.empty((L, H, S))
     for l in range(L):
-        bl = float(b[l].max())
         for s in range(S):
-            gamma_l[l, s] = gamma_min(float(res_in[l, s]), float(res_out[l, s]), bl, H, dqk)
-            factor[l, s] = one_layer_factor(gamma_l[l, s], bl, H, dqk)
             for h in range(H):
-                g = gamma_min(float(res_in[l, s]), float(res_out_h[l, s, h]), float(b[l, h]), 1, dqk)
-                gamma_h[l, h, s] = g
-                cond_h[l, h, s] = one_layer_factor(g, float(b[l, h]), 1, dqk)
+                g = gamma_min(
+                    float(c["res_in"][l, s]), float(c["res_out_h"][l, s, h]), float(b[l, h]), 1, dqk
+                )
+                fitted[l, h, s] = one_layer_factor(g, float(b[l, h]), 1, dqk)
+    factor = 4.0 * c["gamma"] * b.max(axis=1)[:, None] * H / math.sqrt(dqk)
     log(
         f"{loaded.label} [{loaded.state}] Q2: beta median {np.median(b):.3g}, 4γβ/√d_qk median "
-        f"{np.median(cond_h):.3g}"
+        f"{np.median(cond_h):.3g}, a-priori bound / observed residual median "
+        f"{np.median(c['bound'] / c['res_out']):.3g}"
     )
     return {
         "label": loaded.label,
@@ -492,12 +497,15 @@ def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dic
         "beta": b,
         "gamma_head": gamma_h,
         "cond_head": cond_h,
-        "gamma_layer": gamma_l,
+        "cond_head_fitted": fitted,
+        "gamma_layer": c["gamma"],
         "factor": factor,
         "stated": factor / H,
-        "scaled": factor * res_in**2,
-        "res_in": res_in,
-        "res_out": res_out,
+        "scaled": c["bound"] / c["res_in"],
+        "bound": c["bound"],
+        "tightness": c["res_out"] / c["bound"],
+        "res_in": c["res_in"],
+        "res_out": c["res_out"],
     }
 
 
@@ -517,6 +525,10 @@ def q2_summary(q: dict) -> dict:
         "scaled_max": float(sc.max()),
         "scaled_frac_holds": float((sc < 1).mean()),
         "res_in_median": float(np.median(q["res_in"])),
+        "tightness_median": float(np.median(q["tightness"])),
+        "tightness_max": float(q["tightness"].max()),
+        "cond_fitted_median": float(np.median(q["cond_head_fitted"])),
+        "gamma_layer_spread": float(np.median(q["gamma_layer"].max(axis=0) / q["gamma_layer"].min(axis=0))),
         "d_qk": q["d_qk"],
         "H": q["H"],
     }
@@ -533,6 +545,9 @@ Q2_RECORDED = (
     "scaled_max",
     "scaled_frac_holds",
     "res_in_median",
+    "tightness_median",
+    "cond_fitted_median",
+    "gamma_layer_spread",
 )
 
 
@@ -591,21 +606,65 @@ def glue_q2(ch, q2: dict, summ: dict) -> None:
         ch.glue("q2p_scaled", q2[k]["scaled_median"])
         ch.glue("q2p_scaledmax", q2[k]["scaled_max"])
         ch.glue("q2p_label", summ[k]["_label"])
-        ch.glue("q2p_scaled_all", "every" if q2[k]["scaled_max"] < 1 else "not every")
+        ch.glue(
+            "q2p_scaled_all",
+            "every" if q2[k]["scaled_max"] < 1 else "no" if q2[k]["scaled_frac_holds"] == 0 else "not every",
+        )
         ch.glue("q2p_inside", "does" if q2[k]["scaled_max"] < 1 else "does not")
+        ch.glue("q2p_tight", q2[k]["tightness_median"])
+        ch.glue("q2p_tight_decades", -log10(q2[k]["tightness_median"]))
+        ch.glue("q2p_fitted", q2[k]["cond_fitted_median"])
+        ch.glue("q2p_gspread", q2[k]["gamma_layer_spread"])
         if ini:
             ki = next((x for x in ini if summ[x]["_arch"] == summ[k]["_arch"]), ini[0])
             ch.glue("q2_beta_ratio", q2[k]["beta_median"] / q2[ki]["beta_median"])
     if ini:
         ch.glue("q2i_beta", float(np.median([q2[k]["beta_median"] for k in ini])))
         ch.glue("q2i_cond", float(max(q2[k]["cond_head_max"] for k in ini)))
+        smax = float(max(q2[k]["scaled_max"] for k in ini))
+        ch.glue("q2i_scaledmax", smax)
+        ch.glue("q2i_inside", "does" if smax < 1 else "does not")
+        if pre:
+            p_in, i_in = q2[pre[0]]["scaled_max"] < 1, smax < 1
+            ch.glue(
+                "q2_training_effect",
+                "training moves the attention out of the region the theorem certifies, which the condition "
+                "as written cannot see"
+                if i_in and not p_in
+                else "the certificate holds before and after training"
+                if i_in and p_in
+                else "the certificate fails at random initialisation too, so this measurement cannot say "
+                "what training changes",
+            )
 
 
-# -- verdict rules ------------------------------------------------------------------------------------------
-def verdict_c1(summ: dict) -> tuple[str, dict]:
-    """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within the model's depth and ends more than
-    three orders of magnitude below its start (r_L < 1e-3 r_0), in every model."""
-    ev = {
+# -- verdict rules: verdict_<id>(evidence) -> (verdict, reason); evidence_<id> builds the evidence --------
+RULE_C1 = (
+    f"in every model the SAN variant's mean r(X_l) falls below {COLLAPSED:g} within the model's depth and "
+    "ends below 1e-3 r(X_0): supported; never below it in some model: refuted; otherwise inconclusive (the "
+    "cubic rate itself is tested in the collapse chapter)"
+)
+RULE_C2 = (
+    f"SAN+skip and transformer keep mean r(X_l) >= {COLLAPSED:g} at every layer in every model: supported; "
+    "in no model: refuted; otherwise inconclusive"
+)
+RULE_C3 = (
+    f"first layer with mean r < {COLLAPSED:g} is at least one layer later with the MLP than without, in "
+    "every model: supported; never later in any model: refuted; otherwise inconclusive"
+)
+RULE_Q2 = (
+    "gamma a priori, from the attention entries of the forward pass and the layer's input (core.bounds."
+    "attention_gamma; not fitted to the output), per head, layer and sequence; on the pretrained "
+    "checkpoint(s): every value of 4 gamma_h beta_h / sqrt(d_qk) < 1: supported; fewer than half below 1: "
+    "refuted; otherwise inconclusive; 'not run' without a pretrained checkpoint. (Rule until #16: the same "
+    "thresholds with gamma fitted as the smallest value making the inequality hold on the observed output, "
+    "which holds by construction; its verdict on this run is recorded beside, as old_rule_verdict.)"
+)
+
+
+def evidence_c1(summ: dict) -> dict:
+    """Per model: the SAN variant's first collapsed layer (-1: never), depth, r(X_0) and r(X_L)."""
+    return {
         k: {
             "collapse_layer": s["SAN"]["collapse_layer"],
             "L": s["SAN"]["L"],
@@ -614,120 +673,178 @@ def verdict_c1(summ: dict) -> tuple[str, dict]:
         }
         for k, s in summ.items()
     }
-    ok = [e["collapse_layer"] >= 0 and e["r_final"] < 1e-3 * e["r0"] for e in ev.values()]
-    never = [e["collapse_layer"] < 0 for e in ev.values()]
-    return ("supported" if all(ok) else "refuted" if any(never) else "inconclusive"), ev
 
 
-def verdict_c2(summ: dict) -> tuple[str, dict]:
-    """Both variants with the attention skip (SAN+skip, transformer) never reach mean r < COLLAPSED."""
-    ev = {
+def verdict_c1(ev: dict) -> tuple[str, str]:
+    """Pure SAN (skip and MLP removed) reaches mean r < COLLAPSED within the model's depth and ends more than
+    three orders of magnitude below its start (r_L < 1e-3 r_0), in every model."""
+    ok = [k for k, e in ev.items() if e["collapse_layer"] >= 0 and e["r_final"] < 1e-3 * e["r0"]]
+    never = [k for k, e in ev.items() if e["collapse_layer"] < 0]
+    v = "supported" if ev and len(ok) == len(ev) else "refuted" if never else "inconclusive"
+    why = f"{len(ok)} of {len(ev)} models' SAN variant collapsed by the rule" + (
+        f"; never collapsed: {', '.join(never)}" if never else ""
+    )
+    return v, why
+
+
+def evidence_c2(summ: dict) -> dict:
+    """Per model: the smallest mean r over layers of the two variants that keep the attention skip."""
+    return {
         k: {"SAN+skip_min_r": s["SAN+skip"]["min_r"], "transformer_min_r": s["transformer"]["min_r"]}
         for k, s in summ.items()
     }
-    kept = [min(e.values()) >= COLLAPSED for e in ev.values()]
-    return ("supported" if all(kept) else "refuted" if not any(kept) else "inconclusive"), ev
 
 
-def verdict_c3(summ: dict) -> tuple[str, dict]:
-    """MLP slows collapse if SAN+MLP collapses later than SAN (or not at all) — compare first collapsed
-    layer."""
+def verdict_c2(ev: dict) -> tuple[str, str]:
+    """Both variants with the attention skip (SAN+skip, transformer) never reach mean r < COLLAPSED."""
+    kept = [k for k, e in ev.items() if min(e.values()) >= COLLAPSED]
+    v = "supported" if ev and len(kept) == len(ev) else "refuted" if not kept else "inconclusive"
+    lo = min((min(e.values()) for e in ev.values()), default=float("nan"))
+    return (
+        v,
+        f"both skip variants kept mean r >= {COLLAPSED:g} in {len(kept)} of {len(ev)} models "
+        f"(lowest {lo:.3g})",
+    )
+
+
+def evidence_c3(summ: dict) -> dict:
+    """Per model: first collapsed layer of SAN and SAN+MLP (L+1 if never) and the MLP's delay."""
     ev = {}
     for k, s in summ.items():
         a, b = s["SAN"]["collapse_layer"], s["SAN+MLP"]["collapse_layer"]
         a = a if a >= 0 else s["SAN"]["L"] + 1
         b = b if b >= 0 else s["SAN+MLP"]["L"] + 1
         ev[k] = {"SAN_collapse_layer": a, "SAN+MLP_collapse_layer": b, "delay": b - a}
+    return ev
+
+
+def verdict_c3(ev: dict) -> tuple[str, str]:
+    """MLP slows collapse if SAN+MLP collapses later than SAN (or not at all): first collapsed layers."""
     d = [e["delay"] for e in ev.values()]
-    verdict = (
-        "supported" if all(x >= 1 for x in d) else "refuted" if all(x <= 0 for x in d) else "inconclusive"
+    v = (
+        "supported"
+        if d and all(x >= 1 for x in d)
+        else "refuted"
+        if all(x <= 0 for x in d)
+        else "inconclusive"
     )
-    return verdict, ev
+    return v, f"the MLP delayed the collapse by >= 1 layer in {sum(x >= 1 for x in d)} of {len(d)} models"
 
 
-def verdict_q2(qs: dict) -> tuple[str, dict]:
-    """On the pretrained checkpoint(s): every head of every layer satisfies 4 gamma_h beta_h < sqrt(d_qk)."""
-    pre = {k: q for k, q in qs.items() if q["state"] == "pretrained"}
-    ev = {
-        k: {
-            "frac_heads_holding": float((q["cond_head"] < 1).mean()),
-            "max": float(q["cond_head"].max()),
-            "frac_scaled_holding": float((q["scaled"] < 1).mean()),
-        }
-        for k, q in pre.items()
+def _q2_counts(cond: np.ndarray) -> dict:
+    return {
+        "frac_heads_holding": float((cond < 1).mean()),
+        "max": float(cond.max()),
+        "median": float(np.median(cond)),
     }
-    if not pre:
-        return "not run", ev
-    fr = [e["frac_heads_holding"] for e in ev.values()]
-    return ("supported" if min(fr) == 1.0 else "refuted" if max(fr) < 0.5 else "inconclusive"), ev
+
+
+def evidence_q2(qs: dict) -> dict:
+    """Per pretrained checkpoint: the share of (layer, head, sequence) with 4 gamma_h beta_h / sqrt(d_qk) < 1
+    (a-priori gamma), its largest and median value, the scale-aware factor's share below 1, and the same
+    condition with the old fitted gamma; per random-init model the same shares (the control: a condition
+    every random network meets does not single out trained ones)."""
+    ev = {"pretrained": {}, "init": {}}
+    for k, q in qs.items():
+        e = _q2_counts(q["cond_head"]) | {
+            "frac_scaled_holding": float((q["scaled"] < 1).mean()),
+            "scaled_median": float(np.median(q["scaled"])),
+            "frac_holding_fitted_gamma": float((q["cond_head_fitted"] < 1).mean()),
+        }
+        ev["pretrained" if q["state"] == "pretrained" else "init"][k] = e
+    return ev
+
+
+def _q2_rule(fr: list[float]) -> str:
+    if not fr:
+        return "not run"
+    return "supported" if min(fr) == 1.0 else "refuted" if min(fr) < 0.5 else "inconclusive"
+
+
+def verdict_q2(ev: dict) -> tuple[str, str]:
+    """On the pretrained checkpoint(s): every head of every layer satisfies 4 gamma_h beta_h < sqrt(d_qk),
+    gamma a priori (:data:`RULE_Q2`)."""
+    pre, ini = ev.get("pretrained", {}), ev.get("init", {})
+    v = _q2_rule([e["frac_heads_holding"] for e in pre.values()])
+    if v == "not run":
+        return v, "no pretrained checkpoint"
+    worst = max(e["max"] for e in pre.values())
+    scaled = min(e["frac_scaled_holding"] for e in pre.values())
+    ctrl = min((e["frac_heads_holding"] for e in ini.values()), default=None)
+    share = min(e["frac_heads_holding"] for e in pre.values())
+    why = (
+        f"on the pretrained checkpoint(s) a share {share:.3f} of "
+        f"(layer, head, sequence) satisfy it, the largest value {worst:.2g}; the scale-aware form "
+        f"f ||res X||^2 < 1, which the depth bound needs, holds for a share {scaled:.3f}"
+    )
+    if ctrl is not None:
+        why += f"; random-init control: share {ctrl:.3f} satisfy the condition"
+    return v, why
+
+
+def old_verdict_q2(ev: dict) -> str:
+    """The rule before #16 (same thresholds, gamma fitted to the observed output), on this run's data."""
+    return _q2_rule([e["frac_holding_fitted_gamma"] for e in ev.get("pretrained", {}).values()])
+
+
+VERDICTS = {"C1": verdict_c1, "C2": verdict_c2, "C3": verdict_c3, "Q2": verdict_q2}
 
 
 # -- verdicts: record, and glue for the prose how many models show what ---------------------------------
+def _judge(ch, cid: str, claim: str, rule: str, ev: dict) -> str:
+    v, why = VERDICTS[cid](ev)
+    return ch.verdict(cid, v, claim=claim, rule=rule, evidence=ev | {"reason": why})
+
+
 def judge_c1(ch, summ: dict) -> str:
     """Verdict C1 (:func:`verdict_c1`); glue how many models' SAN variant collapsed by the rule."""
-    v1, e1 = verdict_c1(summ)
+    e1 = evidence_c1(summ)
     ch.glue(
         "c1_collapsed", sum(e["collapse_layer"] >= 0 and e["r_final"] < 1e-3 * e["r0"] for e in e1.values())
     )
-    return ch.verdict(
-        "C1",
-        v1,
-        claim="pure SANs lose rank fast with depth (real architectures, skip and MLP removed by surgery)",
-        rule=f"in every model the SAN variant's mean r(X_l) falls below {COLLAPSED:g} within the model's "
-        "depth and ends below 1e-3 r(X_0): supported; never below it in some model: refuted; otherwise "
-        "inconclusive (the cubic rate itself is tested in the collapse chapter)",
-        evidence=e1,
-    )
+    claim = "pure SANs lose rank fast with depth (real architectures, skip and MLP removed by surgery)"
+    return _judge(ch, "C1", claim, RULE_C1, e1)
 
 
 def judge_c2(ch, summ: dict) -> str:
     """Verdict C2 (:func:`verdict_c2`); glue in how many models both variants with the attention skip kept
     their residual."""
-    v2, e2 = verdict_c2(summ)
+    e2 = evidence_c2(summ)
     ch.glue("c2_kept", sum(min(e.values()) >= COLLAPSED for e in e2.values()))
-    return ch.verdict(
-        "C2",
-        v2,
-        claim="skip connections prevent the collapse (real architectures)",
-        rule=f"SAN+skip and transformer keep mean r(X_l) >= {COLLAPSED:g} at every layer in every model: "
-        "supported; in no model: refuted; otherwise inconclusive",
-        evidence=e2,
-    )
+    return _judge(ch, "C2", "skip connections prevent the collapse (real architectures)", RULE_C2, e2)
 
 
 def judge_c3(ch, summ: dict) -> str:
     """Verdict C3 (:func:`verdict_c3`); glue in how many models the MLP delayed the collapse by at least one
     layer."""
-    v3, e3 = verdict_c3(summ)
+    e3 = evidence_c3(summ)
     ch.glue("c3_delayed", sum(e["delay"] >= 1 for e in e3.values()))
-    return ch.verdict(
-        "C3",
-        v3,
-        claim="MLPs slow the collapse (real architectures: SAN+MLP against SAN)",
-        rule=f"first layer with mean r < {COLLAPSED:g} is at least one layer later with the MLP than "
-        "without, in every model: supported; never later in any model: refuted; otherwise inconclusive",
-        evidence=e3,
-    )
+    return _judge(ch, "C3", "MLPs slow the collapse (real architectures: SAN+MLP against SAN)", RULE_C3, e3)
 
 
 def judge_q2(ch, qs: dict) -> str:
     """Verdict Q2 (:func:`verdict_q2`); glue whether, on the pretrained checkpoint(s), the condition and its
-    scale-aware form hold "everywhere" or "not everywhere"."""
-    vq, eq = verdict_q2(qs)
+    scale-aware form hold "everywhere" or "not everywhere", and the old rule's verdict on the same data."""
+    eq = evidence_q2(qs)
     pre = [q for q in qs.values() if q["state"] == "pretrained"]
     if pre:
         ch.glue("q2_where", "everywhere" if all(q["cond_head"].max() < 1 for q in pre) else "not everywhere")
         ch.glue(
-            "q2_scaled_where", "everywhere" if all(q["scaled"].max() < 1 for q in pre) else "not everywhere"
+            "q2_scaled_where",
+            "everywhere"
+            if all(q["scaled"].max() < 1 for q in pre)
+            else "nowhere"
+            if all((q["scaled"] >= 1).all() for q in pre)
+            else "not everywhere",
         )
+    ch.glue("q2_old_verdict", old_verdict_q2(eq))
+    v, why = verdict_q2(eq)
     return ch.verdict(
         "Q2",
-        vq,
+        v,
         claim="trained models satisfy 4 gamma beta < sqrt(d_qk)",
-        rule="gamma = smallest value making the one-layer inequality hold per head, layer and sequence; on "
-        "the pretrained checkpoint(s): every value of 4 gamma_h beta_h / sqrt(d_qk) < 1: supported; fewer "
-        "than half: refuted; otherwise inconclusive; 'not run' without a pretrained checkpoint",
-        evidence=eq,
+        rule=RULE_Q2,
+        evidence=eq | {"reason": why, "old_rule_verdict": old_verdict_q2(eq)},
     )
 
 

@@ -176,3 +176,166 @@ def adversarial_search(start: SAN, X: Tensor, beta: float, steps: int, lr: float
         torch.log(ratio).backward()
         opt.step()
     return best, best_san
+
+
+# -- a batched search: many restarts in one computation, run to a plateau ------------------------
+def _batched_ratio(theta: list[Tensor], X: Tensor, beta: float, dqk: int) -> tuple[Tensor, Tensor]:
+    """Residual ratio of every restart of a stack of skip SANs without bias, each head scaled onto
+    ``beta_h = beta`` (the map of :func:`on_constraint`, batched over the first dimension ``R``).
+
+    ``theta`` = (Q, K, V, O) of shapes (R, L, H, d, d_qk), (R, L, H, d, d_qk), (R, L, H, d, d_v),
+    (R, L, H, d_v, d). Returns (ratios (R,), ``||X_L||_{1,inf}`` (R,)), the latter for the round-off scale.
+    The same arithmetic as ``SAN.forward`` with ``skip=True``: ``X <- X + sum_h softmax(X Q_h K_h^T X^T /
+    sqrt(d_qk)) X V_h O_h``."""
+    Q, K, V, O = theta
+    bh = norm_1(Q @ K.transpose(-1, -2)) * norm_1inf(V @ O)  # (R, L, H)
+    t = ((beta / bh.clamp_min(1e-300)) ** 0.25)[..., None, None]
+    Q, K, V, O = Q * t, K * t, V * t, O * t
+    R, L = Q.shape[:2]
+    Y = X.expand(R, *X.shape)
+    for l in range(L):
+        q = torch.einsum("rnd,rhdk->rhnk", Y, Q[:, l])
+        k = torch.einsum("rnd,rhdk->rhnk", Y, K[:, l])
+        P = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dqk), dim=-1)
+        v = torch.einsum("rnd,rhdv->rhnv", Y, V[:, l])
+        Y = Y + torch.einsum("rhnv,rhve->rne", P @ v, O[:, l])
+    return norm_1inf(res(Y)) / norm_1inf(res(X)), norm_1inf(Y)
+
+
+def batched_adversarial_search(
+    starts: list[SAN],
+    X: Tensor,
+    beta: float,
+    steps: int,
+    lr: float,
+    checkpoints=(),
+    stop=None,
+    judged: int | None = None,
+) -> tuple[list[float], SAN | None, list[float]]:
+    """:func:`adversarial_search` from every start at once: the restarts are stacked into one batched
+    computation (Adam is elementwise, so each restart follows its own descent). Only trusted values count
+    (see :func:`checked_ratio`); a restart that leaves the float range stops counting.
+
+    ``checkpoints``: step counts at which the smallest trusted ratio so far over the first ``judged``
+    restarts (all if None) is noted; after each, ``stop(noted_so_far)`` may return True to end the search
+    there. Returns (the smallest
+    trusted ratio of each restart, the SAN of the smallest of all, checked again by ``SAN.forward``, the
+    noted values)."""
+    cfg = starts[0].cfg
+    with torch.no_grad():
+        theta = []
+        for name in ("WQ", "WK", "WV", "WO"):
+            ws = [
+                getattr(s, name) / head_betas(s).clamp_min(1e-300)[..., None, None] ** 0.25 for s in starts
+            ]
+            theta.append(torch.stack(ws).requires_grad_(True))
+    opt = torch.optim.Adam(theta, lr=lr)
+    eps = float(torch.finfo(X.dtype).eps)
+    den = float(norm_1inf(res(X)))
+    R = len(starts)
+    best = torch.full((R,), math.inf, dtype=torch.float64)
+    best_theta = [w.detach().clone() for w in theta]
+    alive = torch.ones(R, dtype=torch.bool)
+    marks, noted = set(int(c) for c in checkpoints), []
+    for step in range(steps + 1):
+        opt.zero_grad()
+        ratio, top = _batched_ratio(theta, X, beta, cfg.dqk)
+        with torch.no_grad():
+            v = ratio.detach().to(torch.float64)
+            scale = eps * top.detach().to(torch.float64) / den
+            alive &= torch.isfinite(v) & torch.isfinite(scale) & (v > 0)
+            trusted = alive & (v >= TRUST_DIGITS * scale)
+            better = trusted & (v < best)
+            best = torch.where(better, v, best)
+            for b, w in zip(best_theta, theta):
+                b[better] = w.detach()[better]
+        if step in marks:
+            noted.append(float(best[:judged].min()))
+            if stop is not None and stop(noted):
+                break
+        if step == steps or not bool(alive.any()):
+            break
+        torch.log(ratio[alive]).sum().backward()
+        with torch.no_grad():  # a restart out of the float range is frozen: no gradient, no step
+            for w in theta:
+                w.grad[~alive] = 0
+                w.grad.nan_to_num_(0.0, 0.0, 0.0)
+        opt.step()
+    vals = [float(b) for b in best]
+    i = min(range(R), key=lambda j: vals[j])
+    if not math.isfinite(vals[i]):
+        return vals, None, noted
+    san = clone(on_constraint(cfg, [w[i].detach() for w in best_theta], beta))
+    vals[i] = checked_ratio(san, X)
+    return vals, san, noted
+
+
+def pad_with_quiet_layers(
+    san: SAN, depth: int, beta: float, gen: torch.Generator, quiet: float = 1e-2
+) -> SAN:
+    """``san`` extended to ``depth`` layers by heads on the constraint that barely act: random heads whose
+    queries and keys are scaled by ``1/quiet`` and values and outputs by ``quiet`` (``beta_h`` unchanged),
+    so their contribution ``P X W_h`` is ``quiet^2`` of a typical head's. A deeper network that starts
+    near a shallower network's best point: the frontier can only fall with depth, and this start lets the
+    search see it."""
+    c = san.cfg
+    if depth <= c.n_layers:
+        return clone(san)
+    extra = random_on_constraint(
+        SANConfig(depth - c.n_layers, c.n_heads, c.d_model, d_qk=c.dqk, d_v=c.dv, skip=True, bias=False),
+        beta,
+        gen,
+        san.WQ.dtype,
+    )
+    ws = []
+    for name, f in (("WQ", 1 / quiet), ("WK", 1 / quiet), ("WV", quiet), ("WO", quiet)):
+        ws.append(torch.cat([getattr(san, name).detach(), getattr(extra, name) * f]))
+    cfg = SANConfig(depth, c.n_heads, c.d_model, d_qk=c.dqk, d_v=c.dv, skip=True, bias=False)
+    return SAN(cfg, *ws, torch.zeros(depth, c.d_model, dtype=san.WQ.dtype))
+
+
+def search_to_plateau(
+    cfg: SANConfig,
+    X: Tensor,
+    beta: float,
+    gen_seed: int,
+    restarts: int,
+    steps0: int,
+    levels: int,
+    tol: float,
+    lr: float,
+    extra_starts: tuple[SAN, ...] = (),
+) -> dict:
+    """The adversarial search run until more effort stops paying.
+
+    ``restarts`` random starts on the constraint (from a generator seeded with ``gen_seed``) descend
+    together, with the ``extra_starts`` (hand-made candidates) beside them; effort level ``e`` = 0, 1, ...
+    is reached after ``steps0 * 2^e`` steps (effort = steps x restarts, doubling at each level), where the
+    smallest ratio the random restarts found so far is noted. The search has **converged** at the first
+    level ``e >= 2`` whose noted best is at least ``(1 - tol)`` times that of level ``e - 2`` (four times
+    the effort lowered it by less than the fraction ``tol``); it stops there, or after ``levels`` levels
+    (not converged). The plateau is judged on the random restarts only: a good hand-made start that the
+    descent cannot improve would hold the best still and fake a plateau. Returns the per-level records
+    (steps, restarts, effort, best of the random restarts), the best ratio of all starts and its SAN,
+    ``converged``, and the best of the extra starts after their descent (``extra_best``, inf if none)."""
+    g = torch.Generator().manual_seed(int(gen_seed))
+    starts = [random_on_constraint(cfg, beta, g, X.dtype) for _ in range(restarts)] + list(extra_starts)
+    marks = [steps0 * 2**e for e in range(levels)]
+
+    def plateau(noted):
+        e = len(noted) - 1
+        return e >= 2 and math.isfinite(noted[e - 2]) and noted[e] >= (1 - tol) * noted[e - 2]
+
+    vals, san, noted = batched_adversarial_search(starts, X, beta, marks[-1], lr, marks, plateau, restarts)
+    levels_out = [
+        {"level": e, "steps": marks[e], "restarts": restarts, "effort": marks[e] * restarts, "best": v}
+        for e, v in enumerate(noted)
+    ]
+    return {
+        "levels": levels_out,
+        "best": min(vals),
+        "san": san,
+        "converged": plateau(noted),
+        "random_best": min(vals[:restarts]),
+        "extra_best": min(vals[restarts:], default=math.inf),
+    }

@@ -240,15 +240,21 @@ def matrix_srank(W: Tensor) -> float:
     return float((s**2).sum() / s[0] ** 2)
 
 
+def block_weight_sranks(blocks, d: int) -> dict:
+    """Per block, from its ``(qkv, fc, out)`` weight matrices: stable rank of the query, key, value, MLP-in
+    and MLP-out weights (``qkv`` holds the query, key and value rows, ``d`` each)."""
+    out = {"query": [], "key": [], "value": [], "mlp_in": [], "mlp_out": []}
+    for qkv, fc, o in blocks:
+        out["query"].append(matrix_srank(qkv[:d]))
+        out["key"].append(matrix_srank(qkv[d : 2 * d]))
+        out["value"].append(matrix_srank(qkv[2 * d :]))
+        out["mlp_in"].append(matrix_srank(fc))
+        out["mlp_out"].append(matrix_srank(o))
+    return out
+
+
 def weight_sranks(model: TinyLM) -> dict:
     """Per block: stable rank of the query, key, value, MLP-in and MLP-out weights."""
-    d = model.cfg.d_model
-    out = {"query": [], "key": [], "value": [], "mlp_in": [], "mlp_out": []}
-    for b in model.blocks:
-        W = b.qkv.weight
-        out["query"].append(matrix_srank(W[:d]))
-        out["key"].append(matrix_srank(W[d : 2 * d]))
-        out["value"].append(matrix_srank(W[2 * d :]))
-        out["mlp_in"].append(matrix_srank(b.fc.weight))
-        out["mlp_out"].append(matrix_srank(b.out.weight))
-    return out
+    return block_weight_sranks(
+        ((b.qkv.weight, b.fc.weight, b.out.weight) for b in model.blocks), model.cfg.d_model
+    )

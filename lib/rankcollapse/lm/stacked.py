@@ -407,15 +407,14 @@ def _slice_norm(gs, k: int) -> float:
 
 
 def _weight_sranks(S: StackedLM, k: int) -> dict:
-    from .model import matrix_srank
+    """Network ``k``'s weight stable ranks, by :func:`rankcollapse.lm.model.block_weight_sranks` on its
+    slices."""
+    from .model import block_weight_sranks
 
-    d = S.cfg.d_model
-    out = {"query": [], "key": [], "value": [], "mlp_in": [], "mlp_out": []}
-    for i in range(S.cfg.depth):
-        W = S.p[_key(f"blocks.{i}.qkv.weight")][k]
-        out["query"].append(matrix_srank(W[:d]))
-        out["key"].append(matrix_srank(W[d : 2 * d]))
-        out["value"].append(matrix_srank(W[2 * d :]))
-        out["mlp_in"].append(matrix_srank(S.p[_key(f"blocks.{i}.fc.weight")][k]))
-        out["mlp_out"].append(matrix_srank(S.p[_key(f"blocks.{i}.out.weight")][k]))
-    return out
+    return block_weight_sranks(
+        (
+            tuple(S.p[_key(f"blocks.{i}.{n}.weight")][k] for n in ("qkv", "fc", "out"))
+            for i in range(S.cfg.depth)
+        ),
+        S.cfg.d_model,
+    )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -675,59 +676,85 @@ def driver(
         if det.feed(st.step, m["srank"][-1]):
             save_state(st, d / "collapse.pt")
         st.extra["det"] = det.to_dict()
+        s = det.settled
+        k = st.step - s if s is not None else 0
+        if 0 < k < ds.steps - s and k % MILESTONE_EVERY == 0 and _held_after(ds, s) is not None:
+            _save_driver_tail(ds, st.to_dict() | {"final_probe": final_probe(st.model, spec)}, d, s, k)
 
+    def before_save(out):
+        out["key"] = key
+        _save_tail_as_branch(ds, out, d)
+
+    out = _train_and_save(spec, state, ds.steps, d, done, ckpt_every, on_measure, log, stop_at, before_save)
+    return _summary(out, d)
+
+
+def _train_and_save(
+    spec, state, until, d: Path, done: Path, ckpt_every, on_measure, log, stop_at, before_save=None
+):
+    """The end every trained run shares: train to step ``until`` with a checkpoint in ``d`` (resumable),
+    take the final probe, let ``before_save(out)`` add to the result, save it as ``done`` and remove the
+    checkpoint. Returns the saved dict."""
     ck = d / "ckpt.pt"
     train(
-        spec,
-        state,
-        ds.steps,
-        ckpt=ck,
-        ckpt_every=ckpt_every,
-        on_measure=on_measure,
-        log=log,
-        stop_at=stop_at,
+        spec, state, until, ckpt=ck, ckpt_every=ckpt_every, on_measure=on_measure, log=log, stop_at=stop_at
     )
     out = state.to_dict()
     out["final_probe"] = final_probe(state.model, spec)
-    out["key"] = key
-    _save_tail_as_branch(ds, out, d)
+    if before_save is not None:
+        before_save(out)
     save_state(out, done)
     store.remove_checked(ck)
-    return _summary(out, d)
+    return out
+
+
+def _held_after(ds: DriverSpec, s: int) -> RunSpec | None:
+    """The spec of the untreated branch from the driver's collapse at step ``s`` when the driver itself went
+    on held at one alpha with no term from ``s`` to its end (then its steps from ``s`` are that branch);
+    else None."""
+    spec = ds.run
+    if spec.term is not None:
+        return None
+    a = spec.alpha(s)
+    if any(spec.alpha(t) != a for t in range(s, ds.steps)):
+        return None
+    return replace(spec, alpha_knots=((s, a),), term=None)
 
 
 def _save_tail_as_branch(ds: DriverSpec, out: dict, d: Path) -> None:
     """A driver that settled after its ramp ended went on held at one alpha: its steps from the collapse
     to its end are the untreated branch from its saved collapse (same spec, same batches). Save its end as
     that branch (of ``steps - settled`` steps), which a longer untreated branch then continues instead of
-    training those steps again."""
+    training those steps again (its :data:`MILESTONE_EVERY`-step milestones are saved while it trains)."""
     s = out["extra"].get("det", {}).get("settled")
-    spec = ds.run
-    if s is None or spec.term is not None or not (d / "collapse.pt").exists():
+    if s is None or not (d / "collapse.pt").exists() or _held_after(ds, s) is None:
         return
-    a = spec.alpha(s)
-    if any(spec.alpha(t) != a for t in range(s, ds.steps)):
-        return
-    held_spec = replace(spec, alpha_knots=((s, a),), term=None)
-    n = ds.steps - s
+    _save_driver_tail(ds, out, d, s, ds.steps - s)
+
+
+def _save_driver_tail(ds: DriverSpec, out: dict, d: Path, s: int, n: int) -> None:
+    """Save the driver's state ``out`` (at step ``s + n``, with its final probe) as the untreated branch of
+    ``n`` steps from its collapse at step ``s``: the history from ``s`` on, in a branch's format, indexed on
+    its trajectory."""
+    held_spec = _held_after(ds, s)
     key = content_key("branch", d.name, s, held_spec, n)
     target = d.parent / key / "branch.pt"
-    if target.exists():
-        return
-    h = out["hist"]
-    i = h["m_step"].index(s)
-    j = next((k for k, w in enumerate(h["w_step"]) if w >= s), len(h["w_step"]))
-    hist = empty_hist()
-    for k in ("m_step", "srank", "probe_loss", "alpha"):
-        hist[k] = copy.deepcopy(h[k][i:])
-    for k in ("loss", "gnorm", "clipped", "term"):
-        hist[k] = copy.deepcopy(h[k][s:])
-    hist["w_step"], hist["wsrank"] = copy.deepcopy(h["w_step"][j:]), copy.deepcopy(h["wsrank"][j:])
-    branch_out = dict(out)
-    branch_out.pop("key", None)
-    branch_out["hist"] = hist
-    branch_out["extra"] = {"start": s, "lineage": out["extra"].get("lineage")}
-    save_state(branch_out, target)
+    if not target.exists():
+        h = out["hist"]
+        i = h["m_step"].index(s)
+        j = next((k for k, w in enumerate(h["w_step"]) if w >= s), len(h["w_step"]))
+        hist = empty_hist()
+        for k in ("m_step", "srank", "probe_loss", "alpha"):
+            hist[k] = copy.deepcopy(h[k][i:])
+        for k in ("loss", "gnorm", "clipped", "term"):
+            hist[k] = copy.deepcopy(h[k][s:])
+        hist["w_step"], hist["wsrank"] = copy.deepcopy(h["w_step"][j:]), copy.deepcopy(h["wsrank"][j:])
+        branch_out = dict(out)
+        branch_out.pop("key", None)
+        branch_out["hist"] = hist
+        branch_out["extra"] = {"start": s, "lineage": out["extra"].get("lineage")}
+        save_state(branch_out, target)
+    _index_branch(d.parent, trajectory_key(d.name, s, held_spec), n, key)
 
 
 def prefix(spec: RunSpec, steps: int, *, log=None, root: Path | None = None) -> dict:
@@ -848,14 +875,32 @@ def branch(
     def key_of(n: int) -> str:
         return content_key("branch", Path(parent).parent.name, pd["step"], spec, n)
 
+    tkey = trajectory_key(Path(parent).parent.name, pd["step"], spec)
     if held(spec):  # one trajectory at a time: a second request continues what the first saved
-        tkey = content_key("trajectory", Path(parent).parent.name, pd["step"], spec)
         with store.lock(root / "locks" / f"trajectory-{tkey}.lock"):
-            return _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every)
-    return _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every)
+            return _branch(parent, pd, spec, steps, key_of, tkey, root, log, stop_at, ckpt_every)
+    return _branch(parent, pd, spec, steps, key_of, tkey, root, log, stop_at, ckpt_every)
 
 
-def _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every) -> dict:
+def trajectory_key(parent_dir: str, start: int, spec: RunSpec) -> str:
+    """The trajectory a branch lies on: its parent (the saved state's folder and step) and its spec; branches
+    of one trajectory differ only in length."""
+    return content_key("trajectory", parent_dir, start, spec)
+
+
+def _index_branch(root: Path, tkey: str, n: int, key: str) -> None:
+    """Note in the trajectory's index (``trajectories/<tkey>/<n>``, holding the branch's key) that the branch
+    of ``n`` steps is saved, so a longer branch finds the longest saved one without searching."""
+    idx = Path(root) / "trajectories" / tkey
+    idx.mkdir(parents=True, exist_ok=True)
+    f = idx / str(n)
+    if not f.exists():
+        tmp = idx / f".{n}.{os.getpid()}.tmp"
+        tmp.write_text(key)
+        os.replace(tmp, f)
+
+
+def _branch(parent, pd, spec, steps, key_of, tkey, root, log, stop_at, ckpt_every) -> dict:
     key = key_of(steps)
     d = root / key
     done = d / "branch.pt"
@@ -866,7 +911,7 @@ def _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every) -> 
     state = _resume(spec, d / "ckpt.pt", log)
     start = pd["step"]
     if state is None:
-        state = _longest_shorter(spec, steps, key_of, root, log)
+        state = _longest_shorter(spec, steps, key_of, tkey, root, log)
     if state is None:
         state = state_from_dict(spec, pd)
         state.hist = empty_hist()
@@ -880,22 +925,10 @@ def _branch(parent, pd, spec, steps, key_of, root, log, stop_at, ckpt_every) -> 
                 out = st.to_dict()
                 out["final_probe"] = final_probe(st.model, spec)
                 save_state(out, mk)
+                _index_branch(root, tkey, k, key_of(k))
 
-    ck = d / "ckpt.pt"
-    train(
-        spec,
-        state,
-        start + steps,
-        ckpt=ck,
-        ckpt_every=ckpt_every,
-        log=log,
-        stop_at=stop_at,
-        on_measure=on_measure,
-    )
-    out = state.to_dict()
-    out["final_probe"] = final_probe(state.model, spec)
-    save_state(out, done)
-    store.remove_checked(ck)
+    out = _train_and_save(spec, state, start + steps, d, done, ckpt_every, on_measure, log, stop_at)
+    _index_branch(root, tkey, steps, key)
     return _branch_summary(key, out)
 
 
@@ -909,10 +942,18 @@ def _branch_summary(key: str, out: dict) -> dict:
     }
 
 
-def _longest_shorter(spec: RunSpec, steps: int, key_of, root: Path, log) -> TrainState | None:
-    """The state of the longest saved branch of the same parent and spec shorter than ``steps``, ready to
-    continue (its last measurement dropped: the continuing run takes it again); None when there is none."""
-    for k in range(steps - 1, 0, -1):
+def _longest_shorter(spec: RunSpec, steps: int, key_of, tkey: str, root: Path, log) -> TrainState | None:
+    """The state of the longest saved branch of the same trajectory (parent and spec) shorter than
+    ``steps``, ready to continue (its last measurement dropped: the continuing run takes it again); None when
+    there is none. The lengths come from the trajectory's index (:func:`_index_branch`); each candidate is
+    checked by its own content key and hash."""
+    idx = Path(root) / "trajectories" / tkey
+    lengths = (
+        sorted((int(f.name) for f in idx.iterdir() if f.name.isdigit()), reverse=True)
+        if idx.is_dir()
+        else []
+    )
+    for k in (n for n in lengths if 0 < n < steps):
         f = root / key_of(k) / "branch.pt"
         if not f.exists():
             continue

@@ -1,0 +1,81 @@
+"""Every outcome of every verdict of the `layernorm` chapter, reached from small hand-made evidence (no
+experiment run)."""
+
+import pytest
+
+from rankcollapse.chapters import layernorm as lnc
+
+
+def _row(label, depth_ln, depth_plain):
+    return {
+        "label": label,
+        "depth_ln": depth_ln,
+        "depth_plain": depth_plain,
+        "delta": depth_ln - depth_plain,
+    }
+
+
+def _c4(random, attack, horizon=16):
+    return {"horizon": horizon, "beta": 1.0, "random": random, "attack": attack}
+
+
+_CALM = [_row("weight scale 1, post-LN", 4, 3), _row("weight scale 1, pre-LN", 3, 3)]
+
+CASES = {
+    "C4": {
+        # LN keeps r up for the whole horizon (17 = none within 16) where the same weights collapse at 4
+        "refuted": _c4(_CALM, [_row("constructed, c = 0.25", 17, 4), _row("searched without LN", 3, 3)]),
+        # neither regime moves the depth by more than 3 layers, and a change of > 5 could have shown
+        "supported": _c4(_CALM, [_row("constructed, c = 1", 5, 4), _row("searched with LN", 6, 3)]),
+        # the adversary moves it by 4 layers: more than 3, not more than 5
+        "inconclusive": _c4(_CALM, [_row("constructed, c = 0.5", 8, 4)]),
+    },
+    "LN2": {
+        "refuted": {
+            "tested": 40,
+            "counterexamples": [
+                {"source": "search 2x2", "before": 1, "after": 0, "rank_gap_decades": 15.0},
+            ],
+            "min_tested": 100,
+            "min_gap_decades": 6.0,
+        },
+        "supported": {"tested": 500, "counterexamples": [], "min_tested": 100, "min_gap_decades": 6.0},
+        # a rank change decided only by the tolerance (2 decades apart) does not refute
+        "inconclusive": {
+            "tested": 500,
+            "counterexamples": [{"source": "random", "before": 3, "after": 2, "rank_gap_decades": 2.0}],
+            "min_tested": 100,
+            "min_gap_decades": 6.0,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("claim,outcome", [(c, o) for c in CASES for o in CASES[c]])
+def test_every_outcome_is_reachable(claim, outcome):
+    v, reason = lnc.VERDICTS[claim](CASES[claim][outcome])
+    assert v == outcome
+    assert isinstance(reason, str) and reason
+
+
+def test_every_verdict_has_all_three_cases():
+    assert set(CASES) == set(lnc.VERDICTS)
+    for c in CASES:
+        assert set(CASES[c]) == {"supported", "refuted", "inconclusive"}
+
+
+def test_c4_more_edges():
+    # a horizon too short for a change of more than 5 layers cannot support the claim
+    v, reason = lnc.verdict_c4(_c4(_CALM, [_row("constructed", 5, 4)], horizon=6))
+    assert v == "inconclusive" and "horizon" in reason
+    # LN hastening the collapse by more than 5 layers is a role too
+    assert lnc.verdict_c4(_c4(_CALM, [_row("searched without LN", 5, 17)]))[0] == "refuted"
+    # a role at random init alone refutes
+    assert lnc.verdict_c4(_c4([_row("weight scale 4, post-LN", 12, 4)], [_row("c", 4, 4)]))[0] == "refuted"
+    # an adversary that ran nothing cannot support
+    assert lnc.verdict_c4(_c4(_CALM, []))[0] == "inconclusive"
+
+
+def test_ln2_too_few_inputs():
+    ev = {"tested": 10, "counterexamples": [], "min_tested": 100, "min_gap_decades": 6.0}
+    assert lnc.verdict_ln2(ev)[0] == "inconclusive"

@@ -1,0 +1,117 @@
+"""The `mlp` chapter's verdict rules on synthetic evidence (every outcome of every verdict), and the pieces
+its Q3 measurement and the collapse guarantee rely on."""
+
+import math
+
+import pytest
+import torch
+
+from rankcollapse.chapters import mlp as mlpc
+from rankcollapse.core.san import SAN, SANConfig, random_tokens
+
+
+def _ws(rise, fall, a_min, a_max):
+    return {"rise": rise, "fall_after_peak": fall, "A_min_lambda": a_min, "A_max_lambda": a_max}
+
+
+def _fam(min_r_L, gain, price):
+    return {"min_r_L": min_r_L, "gain": gain, "price": price}
+
+
+CASES = {
+    "C3": {
+        "supported": {"ws1": _ws(2.0, 0.2, -10.0, -8.2), "ws2": _ws(1.5, 0.0, -9.0, -7.5)},
+        "refuted": {"ws1": _ws(2.0, 0.2, -10.0, -8.2), "ws2": _ws(0.0, 2.0, -5.0, -7.0)},
+        "inconclusive": {"ws1": _ws(2.0, 1.0, -10.0, -9.0), "ws2": _ws(1.5, 0.0, -9.0, -7.5)},
+    },
+    "Q3": {
+        "supported": {"families": {"shallow": _fam(1e-3, 3.0, 1.0), "skip": _fam(0.05, -0.3, -1.5)}},
+        "refuted": {"families": {"shallow": _fam(1e-3, 3.0, 0.05), "skip": _fam(0.05, 1.0, -0.5)}},
+        "inconclusive": {"families": {"shallow": _fam(1e-3, 3.0, 0.2), "skip": _fam(0.05, -0.3, 1.0)}},
+    },
+}
+
+
+@pytest.mark.parametrize("cid,outcome", [(c, o) for c in CASES for o in CASES[c]])
+def test_verdict_reaches_every_outcome(cid, outcome):
+    v, reason = mlpc.VERDICTS[cid](CASES[cid][outcome])
+    assert v == outcome
+    assert isinstance(reason, str) and reason and "\n" not in reason
+
+
+def test_every_verdict_has_cases_and_a_rule():
+    assert set(mlpc.VERDICTS) == set(CASES)
+    for cid in mlpc.VERDICTS:
+        assert isinstance(getattr(mlpc, f"RULE_{cid}"), str)
+
+
+def test_q3_rule_edges():
+    f = mlpc.verdict_q3
+    # a family at round-off cannot buy rank, however large its gain: nothing to judge
+    assert f({"families": {"deep": _fam(1e-14, 5.0, 5.0)}})[0] == "inconclusive"
+    # no family buys rank
+    assert f({"families": {"a": _fam(0.1, 0.2, 2.0), "b": _fam(0.1, -1.0, 2.0)}})[0] == "inconclusive"
+    # two families that buy rank and disagree on the price
+    assert f({"families": {"a": _fam(0.1, 1.0, 1.0), "b": _fam(0.1, 1.0, 0.0)}})[0] == "inconclusive"
+    # a NaN price is no evidence
+    assert f({"families": {"a": _fam(0.1, 1.0, math.nan)}})[0] == "inconclusive"
+
+
+def test_c3_refutation_wins_over_support_elsewhere():
+    ev = {"ws1": _ws(3.0, 0.0, -10.0, -7.0), "ws2": _ws(1.0, 0.0, -6.0, -7.0)}
+    assert mlpc.verdict_c3(ev)[0] == "refuted"
+
+
+def test_slowing_summary_and_table():  # moved here from tests/test_mlp_layernorm.py
+    summ = [{"weight_scale": 1.0, "mlp_scale": 0.0, "A": -5.0, "lambda": 0.0}] + [
+        {"weight_scale": 1.0, "mlp_scale": s, "A": a, "lambda": 2 * s, "depth": 3}
+        for s, a in ((1.0, -8.0), (2.0, -6.0), (4.0, -4.0), (8.0, -7.0))
+    ]
+    sl = mlpc.slowing(summ, 1.0)
+    assert sl["peak_scale"] == 4.0
+    assert sl["rise"] == pytest.approx(4.0) and sl["fall_after_peak"] == pytest.approx(3.0)
+    assert sl["rho_upto_peak"] == pytest.approx(1.0)
+    text = mlpc.table_slowing(summ, {1.0: sl})
+    assert "| 4.00, 3.00 |" in text and "| 1 of 4 |" in text
+    ev = mlpc.c3_evidence({1.0: sl})
+    assert ev["ws1"]["A_min_lambda"] == -8.0 and ev["ws1"]["A_max_lambda"] == -7.0
+
+
+# -- the guarantee condition ---------------------------------------------------------------------------
+def test_certificate_is_sqrt_f_times_res0():
+    assert mlpc.certificate(0.01, 5.0) == pytest.approx(math.log10(0.1 * 5.0))
+    assert mlpc.certificate(0.01, 5.0) < 0  # sqrt(0.01) * 5 = 0.5 < 1: certified
+    assert mlpc.certificate(0.1, 5.0) > 0  # f < 1, yet sqrt(0.1) * 5 = 1.58 > 1: not certified
+    assert mlpc.certificate(None, 5.0) is None and mlpc.certificate(0.0, 5.0) is None
+
+
+# -- Q3's measurement ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("skip", [False, True])
+def test_control_is_the_network_with_identity_attention(skip):
+    san = SAN.random(SANConfig(2, 2, 6, skip=skip, mlp_hidden=12), 3)
+    X = random_tokens(5, 6, 4)
+    eye = torch.eye(5, dtype=torch.float64).expand(2, 5, 5)
+    Y = X
+    for l in range(2):
+        A = sum(Y @ san.head_maps(l)[h] for h in range(2)) + san.b[l]  # P_h = I for every head
+        A = A + Y if skip else A
+        Y = san.mlp(l, A) + (A if skip else 0)
+    assert torch.allclose(mlpc.tokenwise_forward(san, X), Y, atol=1e-12)
+    assert torch.allclose(san.mix(0, eye, X), sum(X @ san.head_maps(0)[h] for h in range(2)), atol=1e-12)
+
+
+def test_residual_sensitivity_of_known_maps():
+    X = random_tokens(6, 4, 0)
+    # the identity: the whole-output sensitivity is exactly 1; scaling the output changes neither measure
+    s = mlpc.residual_sensitivity(lambda Z: Z, X, n_dirs=5, seed=1)
+    assert s["out"] == pytest.approx(1.0, rel=1e-12) and s["res"] > 0
+    s7 = mlpc.residual_sensitivity(lambda Z: 7.0 * Z, X, n_dirs=5, seed=1)
+    assert s7["res"] == pytest.approx(s["res"], rel=1e-12) and s7["out"] == pytest.approx(1.0, rel=1e-12)
+    # adding a large constant token: the whole-output sensitivity falls, the residual one does not
+    c = torch.full((1, 4), 1e3, dtype=torch.float64)
+    t = mlpc.residual_sensitivity(lambda Z: Z + c, X, n_dirs=5, seed=1)
+    assert t["out"] < 1e-2 * s["out"]
+    assert t["res"] == pytest.approx(s["res"], rel=1e-9)
+    # an output that is one token repeated has no residual: NaN, not "robust"
+    u = mlpc.residual_sensitivity(lambda Z: Z.mean(dim=-2, keepdim=True).expand_as(Z), X, n_dirs=3, seed=1)
+    assert math.isnan(u["res"]) or u["res"] > 1e6

@@ -1,0 +1,71 @@
+"""The skip chapter's verdicts, each a pure function of its evidence, reach every outcome on synthetic
+evidence (no experiment run)."""
+
+import pytest
+
+from rankcollapse.chapters import skip as sk
+
+
+def _c2(exact=True, san=8, skip=0, n=8):
+    return {
+        "construct_all_exact": exact,
+        "construct_cases": 22,
+        "san_collapsed": san,
+        "skip_collapsed": skip,
+        "networks_per_variant": n,
+    }
+
+
+def _cells(rows, tol=0.05):
+    return {"tol": tol, "cells": [{"L": L, "beta": b, "best": v, "converged": c} for L, b, v, c in rows]}
+
+
+CASES = {
+    "C2": {
+        "supported": _c2(),
+        "refuted": _c2(skip=8),
+        "inconclusive": _c2(skip=3),
+    },
+    "Q1": {
+        # deeper networks far above the one-layer value compounded, every search converged
+        "supported": _cells([(1, 1.0, 0.25, True), (2, 1.0, 0.2, True), (4, 1.0, 0.1, True)]),
+        # depth 4 below 0.5^4 = 0.0625 by more than the margin (0.95 * 0.5)^4 = 0.0509
+        "refuted": _cells([(1, 1.0, 0.5, True), (2, 1.0, 0.4, True), (4, 1.0, 0.01, False)]),
+        # above compounding, but the deepest search did not converge
+        "inconclusive": _cells([(1, 1.0, 0.25, True), (2, 1.0, 0.2, True), (4, 1.0, 0.1, False)]),
+    },
+}
+
+
+def test_cases_cover_every_verdict():
+    assert set(CASES) == set(sk.VERDICTS)
+    for claim, cases in CASES.items():
+        assert set(cases) == {"supported", "refuted", "inconclusive"}, claim
+
+
+@pytest.mark.parametrize("claim,outcome", [(c, o) for c in CASES for o in CASES[c]])
+def test_verdict_reaches_outcome(claim, outcome):
+    v, reason = sk.VERDICTS[claim](CASES[claim][outcome])
+    assert v == outcome
+    assert isinstance(reason, str) and reason.endswith(".") and any(ch.isdigit() for ch in reason)
+
+
+def test_c2_refuted_when_a_construction_fails():
+    assert sk.verdict_c2(_c2(exact=False))[0] == "refuted"
+    assert sk.c2_verdict(True, 6, 0, 6) == "supported"  # the old four-argument form still answers
+
+
+def test_q1_edges():
+    # a refutation needs the shallow cell converged: an unconverged one may still fall, so no counterexample
+    assert sk.verdict_q1(_cells([(1, 1.0, 0.5, False), (4, 1.0, 0.01, True)]))[0] == "inconclusive"
+    # below compounding but within the margin: not a refutation; all converged yet below compounding
+    assert sk.verdict_q1(_cells([(1, 1.0, 0.5, True), (4, 1.0, 0.06, True)]))[0] == "inconclusive"
+    # one depth only: nothing to compound
+    assert sk.verdict_q1(_cells([(1, 1.0, 0.5, True), (1, 3.0, 0.2, True)]))[0] == "inconclusive"
+    # compounding uses the shallowest depth searched, per beta
+    assert (
+        sk.verdict_q1(
+            _cells([(2, 1.0, 0.5, True), (4, 1.0, 0.26, True), (2, 3.0, 0.3, True), (4, 3.0, 0.1, True)])
+        )[0]
+        == "supported"
+    )
