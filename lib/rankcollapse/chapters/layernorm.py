@@ -1,7 +1,8 @@
 """Chapter `layernorm`: does layer normalisation help against rank collapse?
 
 Experiments (plain data) and figures for ``chapters/layernorm.md``; the matrix form of LN,
-the rank measures and the counterexample search live in :mod:`rankcollapse.core.layernorm`.
+the rank measures and the counterexample search live in :mod:`rankcollapse.core.layernorm`, the C4 adversary
+in :mod:`rankcollapse.core.ln_attack`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 
 from ..book.params import Param, Schema
 from ..core import layernorm as lnm
+from ..core import ln_attack as lna
 from ..core.metrics import relative_residual
 from ..core.san import SAN, SANConfig, random_tokens
 
@@ -421,7 +423,7 @@ def collapse_curves(p, device, log=print) -> list[dict]:
     """Random SANs (``SAN.random``, with bias) at every weight scale, the same weights with no LN, post-LN
     and pre-LN (LN eps 1e-5, the config's default): per placement the mean curve of ``log10 r(X_l)``
     (hidden states, clipped at ``FLOOR``), rank preservation ``A``, and per seed the depth of collapse
-    (:func:`rankcollapse.core.layernorm.collapse_depth` of the smaller of ``r`` before and after LN, the
+    (:func:`rankcollapse.core.ln_attack.collapse_depth` of the smaller of ``r`` before and after LN, the
     earlier over LN eps 1e-5 and 1e-3; ``L + 1`` when none within the horizon ``L = n_layers``)."""
     rows = []
     for ws in p.weight_scales:
@@ -435,16 +437,16 @@ def collapse_curves(p, device, log=print) -> list[dict]:
         for ln in PLACEMENTS:
             R, depth, spread = [], [], []
             for san0, X in zip(sans, Xs):
-                san = lnm.with_layernorm(san0, ln)
+                san = lna.with_layernorm(san0, ln)
                 with torch.no_grad():
-                    tr = lnm.trajectory(san, X)
+                    tr = lna.trajectory(san, X)
                 r = [float(relative_residual(X))] + [float(x) for x in tr["state"]]
                 R.append([math.log10(max(x, FLOOR)) for x in r])
-                dd = lnm.collapse_depth(lnm.r_min(tr), p.collapse_tol)
+                dd = lna.collapse_depth(lna.r_min(tr), p.collapse_tol)
                 if ln != "none":  # the earlier depth over LN eps 1e-5 and 1e-3 (RULE_C4)
                     with torch.no_grad():
-                        tr3 = lnm.trajectory(lnm.with_layernorm(san0, ln, 1e-3), X)
-                    dd = min(dd, lnm.collapse_depth(lnm.r_min(tr3), p.collapse_tol))
+                        tr3 = lna.trajectory(lna.with_layernorm(san0, ln, 1e-3), X)
+                    dd = min(dd, lna.collapse_depth(lna.r_min(tr3), p.collapse_tol))
                 depth.append(dd)
                 if ln == "post":  # how unequal are the per-token scales LN divides by (layer 1)
                     Y = san.mix(0, san.attention(0, X), X) + san.b[0]
@@ -520,7 +522,7 @@ def record_collapse(ch, cc: list[dict], weight_scales) -> list[dict]:
 def attack(p, log=print) -> dict:
     """Constructed and searched weight settings under the budget ``beta_h = attack_beta`` for every head
     (no bias), each run on the same input with post-LN (eps 1e-5 and 1e-3) and without LN
-    (:func:`rankcollapse.core.layernorm.compare_ln`). Float64, on the CPU."""
+    (:func:`rankcollapse.core.ln_attack.compare_ln`). Float64, on the CPU."""
     from ..core.adversary import head_betas
 
     L, tol, beta = p.n_layers, p.collapse_tol, p.attack_beta
@@ -529,19 +531,19 @@ def attack(p, log=print) -> dict:
     settings = []
 
     def add(kind, label, san, **extra):
-        out = lnm.compare_ln(san, X, tol)
+        out = lna.compare_ln(san, X, tol)
         settings.append(
             {"kind": kind, "label": label, "beta_max": float(head_betas(san).max()), **out, **extra}
         )
 
     for c in p.attack_values:
-        add("constructed", f"constructed, c = {c:g}", lnm.block_construction(cfg, beta / c, c), c=c)
+        add("constructed", f"constructed, c = {c:g}", lna.block_construction(cfg, beta / c, c), c=c)
     log("C4 construction: done")
     gen = torch.Generator(device="cpu").manual_seed(int(p.seed) + 11)
     for obj, kind in (("post", "searched with LN"), ("none", "searched without LN")):
         for s in range(p.attack_starts):
-            info, san = lnm.ln_search(cfg, X, beta, p.attack_steps, p.attack_lr, gen, obj)
-            st = lnm.compare_ln(info["start"], X, tol)
+            info, san = lna.ln_search(cfg, X, beta, p.attack_steps, p.attack_lr, gen, obj)
+            st = lna.compare_ln(info["start"], X, tol)
             add(
                 kind,
                 f"{kind}, start {s + 1}",
