@@ -85,11 +85,23 @@ def test_trajectory_matches_metrics():
     assert tr["res"][2] == pytest.approx(float(M.norm_1inf(M.res(hs[2]))))
 
 
+def _c2(exact, san, skip, n):
+    return sk.verdict_c2(
+        {
+            "construct_all_exact": exact,
+            "construct_cases": 4,
+            "san_collapsed": san,
+            "skip_collapsed": skip,
+            "networks_per_variant": n,
+        }
+    )[0]
+
+
 def test_linear_reference_and_verdict_rules():
-    assert sk.c2_verdict(True, 6, 0, 6) == "supported"
-    assert sk.c2_verdict(False, 6, 0, 6) == "refuted"
-    assert sk.c2_verdict(True, 6, 6, 6) == "refuted"
-    assert sk.c2_verdict(True, 6, 2, 6) == "inconclusive"
+    assert _c2(True, 6, 0, 6) == "supported"
+    assert _c2(False, 6, 0, 6) == "refuted"
+    assert _c2(True, 6, 6, 6) == "refuted"
+    assert _c2(True, 6, 2, 6) == "inconclusive"
 
 
 def test_head_betas_and_projection_by_hand():

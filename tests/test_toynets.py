@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from rankcollapse.chapters import toy_tasks as tk
@@ -123,3 +124,83 @@ def test_memorisation_ceiling_and_data():
     ids, labels, info = tt.memorisation_data(4, 16, 50, 0)
     assert ids.shape == labels.shape == (4, 16) and ids.max() < 50 and 0.5 <= info["ceiling"] <= 1
     assert tt.stdlib_words()[:1]  # the text ships with Python
+
+
+def test_classes_of_a_rollout():
+    n, T = 1000, 300
+    P = tt.circle_points(n, 0.3, torch.float64)
+    true = torch.stack([P[torch.arange(T + 1)], P[torch.arange(T + 1) + 500]], 1)
+    assert tk.trajectory_metrics(true, n)["cls"] == "kept"
+    merged = true.clone()
+    merged[50:, 1] = merged[50:, 0]  # both tokens on one point that still moves: rank one, not stopped
+    m = tk.trajectory_metrics(merged, n)
+    assert m["cls"] == "collapsed" and not m["still"] and m["step"] > 0.5
+    stopped = merged.clone()
+    stopped[50:] = stopped[50]
+    m = tk.trajectory_metrics(stopped, n)
+    assert m["cls"] == "collapsed" and m["still"]
+    out = true * torch.linspace(1, 20, T + 1, dtype=torch.float64).view(-1, 1, 1)  # radius grows
+    assert tk.trajectory_metrics(out, n)["cls"] == "diverged"
+    pair = true.clone()
+    pair[:] = true[0]  # two distinct points that never move: neither kept nor merged
+    assert tk.trajectory_metrics(pair, n)["cls"] == "other"
+
+
+def test_circle_starts_and_batched_rollouts():
+    S = tk.circle_starts(1000, 4)
+    assert torch.allclose(S[0], torch.tensor([[0.3, 0.0], [-0.3, 0.0]]), atol=1e-7)
+    assert torch.allclose(S[:, 0], -S[:, 1], atol=1e-7)  # antipodal pairs
+    cfg = tk.circle_config(4, "skip", "bert")
+    p = tn.init_params(cfg, 0)
+    many = tk.rollouts(cfg, p, "skip", 20, S)
+    for k in range(4):
+        one = tk.rollouts(cfg, p, "skip", 20, S[k : k + 1])[:, 0]
+        assert torch.allclose(many[:, k], one, atol=1e-6)
+    assert torch.allclose(tk.rollout(cfg, p, "skip", 20), many[:, 0], atol=1e-5)
+
+
+def test_sort_position_prior_is_the_best_input_blind_predictor():
+    modes, acc = tt.sort_position_prior(8, 10)
+    x, y = tt.sort_batch(torch.Generator().manual_seed(0), 200000)
+    emp = [int(torch.bincount(y[:, k], minlength=10).argmax()) for k in range(8)]
+    assert modes == emp
+    assert abs(float((y == torch.tensor(modes)).double().mean()) - acc) < 0.005
+    assert 0.3 < acc < 0.4  # far above the paper's chance of 0.1
+
+
+def test_bert_toy_network_exact_paths_and_its_layers():
+    cfg = tn.ToyNetConfig(3, 2, 8, 3, vocab=6, n_pos=5, arch="bert", final_ln=False, weight_scale=0.5)
+    p = _params(cfg)
+    g = torch.Generator().manual_seed(3)
+    p["ln1_g"] = 1 + 0.2 * torch.randn(p["ln1_g"].shape, generator=g, dtype=torch.float64)
+    p["ln1_b"] = 0.2 * torch.randn(p["ln1_b"].shape, generator=g, dtype=torch.float64)
+    x = torch.randint(0, 6, (4, 5), generator=g)
+    upto, only, full = tn.path_restricted_logits(cfg, p, x)
+    assert torch.allclose(upto[-1], full, atol=1e-10)
+    # the network is the authors': input LayerNorm, then LN(X + attention(X) + b) per layer
+    X = tn.layer_norm(p["emb"][x] + p["pos"][:5], p["lnin_g"], p["lnin_b"])
+    san = tn.san_of(cfg, p)
+    for l in range(3):
+        P = san.attention(l, X)
+        X = tn.layer_norm(X + san.mix(l, P, X) + p["b"][l], p["ln1_g"][l], p["ln1_b"][l])
+    assert torch.allclose(X @ p["W_out"] + p["b_out"], full, atol=1e-12)
+    with pytest.raises(ValueError, match="final_ln"):
+        tn.ToyNetConfig(2, 2, 8, 3, vocab=6, arch="bert")
+    with pytest.raises(ValueError, match="arch"):
+        tn.ToyNetConfig(2, 2, 8, 3, vocab=6, arch="gpt")
+
+
+def test_sampled_path_in_the_bert_network_is_the_layers_own_layernorm():
+    cfg = tn.ToyNetConfig(2, 2, 8, 2, d_in=2, arch="bert", final_ln=False)
+    p = _params(cfg)
+    san = tn.san_of(cfg, p)
+    X = torch.randn(3, 4, 8, dtype=torch.float64)
+    P = san.attention(0, X)[:, 1]
+    want = tn.layer_norm(X + P @ X @ san.WV[0, 1] @ san.WO[0, 1] + san.b[0], p["ln1_g"][0], p["ln1_b"][0])
+    assert torch.allclose(tn.path_output(san, X, [2, 0]), want)
+
+
+def test_l90():
+    assert tk.l90_of([0.3, 0.5, 0.95, 1.0], 1.0, 0.3) == 2  # 0.95 - 0.3 >= 0.9 * 0.7
+    assert tk.l90_of([0.3, 0.3, 0.3, 1.0], 1.0, 0.3) == 3
+    assert tk.l90_of([1.0, 1.0], 1.0, 0.3) == 0

@@ -1,7 +1,7 @@
-"""Every verdict rule of `real-models` reaches each of its outcomes on synthetic evidence."""
+"""Synthetic evidence for each outcome of every verdict rule of `real-models` (``CASES``, checked by
+tests/test_verdict_rules.py), and the edge cases."""
 
 import numpy as np
-import pytest
 
 from rankcollapse.chapters import real_models as rm
 
@@ -49,13 +49,6 @@ CASES = {
     },
     "Q2": {"supported": _q2(1.0), "refuted": _q2(0.3), "inconclusive": _q2(0.8)},
 }
-
-
-@pytest.mark.parametrize("cid,outcome", [(c, o) for c in CASES for o in CASES[c]])
-def test_each_rule_reaches_each_outcome(cid, outcome):
-    v, why = rm.VERDICTS[cid](CASES[cid][outcome])
-    assert v == outcome
-    assert isinstance(why, str) and why
 
 
 def test_q2_without_a_pretrained_checkpoint_is_not_run():

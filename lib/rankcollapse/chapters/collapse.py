@@ -970,36 +970,18 @@ def record_phase(ch, ph: dict) -> None:
     pd = ph["per_dqk"]
     ch.glue("phase_dqk_list", ", ".join(pd))
 
-    def fmt(v, cens, lo=False):
-        if v is None:
-            return "none" if not lo else "—"
-        return ("≥ " if cens else "") + format(v, ".3g")
+    ch.glue("phase_scert_list", _censored_list(pd, "scale_certified", "certified_censored", "none"))
+    ch.glue("phase_scoll_list", _censored_list(pd, "scale_collapsed", "collapsed_censored", "none"))
+    ch.glue("phase_ratio_list", _censored_list(pd, "scale_ratio", "collapsed_censored"))
+    ch.glue("phase_beta_ratio_list", _censored_list(pd, "beta_ratio", "collapsed_censored"))
 
-    ch.glue(
-        "phase_scert_list",
-        ", ".join(fmt(v["scale_certified"], v["certified_censored"]) for v in pd.values()),
-    )
-    ch.glue(
-        "phase_scoll_list",
-        ", ".join(fmt(v["scale_collapsed"], v["collapsed_censored"]) for v in pd.values()),
-    )
-    ch.glue(
-        "phase_ratio_list",
-        ", ".join(
-            "—"
-            if v["scale_ratio"] is None
-            else ("≥ " if v["collapsed_censored"] else "") + format(v["scale_ratio"], ".3g")
-            for v in pd.values()
-        ),
-    )
-    ch.glue(
-        "phase_beta_ratio_list",
-        ", ".join(
-            "—"
-            if v["beta_ratio"] is None
-            else ("≥ " if v["collapsed_censored"] else "") + format(v["beta_ratio"], ".3g")
-            for v in pd.values()
-        ),
+
+def _censored_list(per_dqk: dict, key: str, censored: str, missing: str = "—") -> str:
+    """``", "``-joined values ``v[key]`` of the phase diagram's rows: ``"≥ x"`` where ``v[censored]`` (the
+    grid ended before the boundary), ``missing`` where there is no value."""
+    return ", ".join(
+        missing if v[key] is None else ("≥ " if v[censored] else "") + format(v[key], ".3g")
+        for v in per_dqk.values()
     )
 
 

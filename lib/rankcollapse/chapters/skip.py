@@ -243,19 +243,6 @@ def verdict_c2(evidence: dict) -> tuple[str, str]:
     return "inconclusive", f"The constructions hold but the random networks split: {cons}, and {counts}."
 
 
-def c2_verdict(exact_all: bool, san_collapsed: int, skip_collapsed: int, n_each: int) -> str:
-    """:func:`verdict_c2` from its four counts (the verdict only)."""
-    return verdict_c2(
-        {
-            "construct_all_exact": exact_all,
-            "construct_cases": 0,
-            "san_collapsed": san_collapsed,
-            "skip_collapsed": skip_collapsed,
-            "networks_per_variant": n_each,
-        }
-    )[0]
-
-
 def q1_compare(evidence: dict) -> list[dict]:
     """Per deeper cell of Q1's evidence: its best, the compounded shallowest value ``rho0^(L/L0)``, the
     refutation mark ``((1 - tol) rho0)^(L/L0)`` and whether the shallowest cell converged."""

@@ -36,11 +36,13 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..core.layernorm import layer_norm as _layer_norm
+from ..core.ln_paths import forward_scales, length_components_ln
 from ..core.paths import length_components
 from ..core.san import SAN, SANConfig
 
 Tensor = torch.Tensor
 LN_EPS = 1e-5
+ARCHS = ("plain", "bert")
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,17 @@ class ToyNetConfig:
     mlp: bool = False
     final_ln: bool = True
     weight_scale: float = 1.0
+    arch: str = "plain"  # "plain": the LN-free SAN; "bert": the authors' (input LN, post-LN layers)
 
     def __post_init__(self):
         if (self.vocab is None) == (self.d_in is None):
             raise ValueError("give exactly one of vocab (token ids) or d_in (real features)")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch must be one of {ARCHS}, not {self.arch!r}")
+        if self.arch == "bert" and self.final_ln:
+            raise ValueError("arch='bert' ends in its last layer's LayerNorm: final_ln must be False")
 
     def san_config(self) -> SANConfig:
         return SANConfig(
@@ -71,6 +78,7 @@ class ToyNetConfig:
             skip=self.skip,
             bias=True,
             weight_scale=self.weight_scale,
+            layernorm="post" if self.arch == "bert" else "none",
         )
 
     def as_dict(self) -> dict:
@@ -100,6 +108,12 @@ def init_params(cfg: ToyNetConfig, seed: int, dtype=torch.float32) -> dict[str, 
     if cfg.mlp:
         p["W1"], p["b1"] = draw(d, d, fan_in=d), torch.zeros(d, dtype=dtype)
         p["W2"], p["b2"] = draw(d, d, fan_in=d), torch.zeros(d, dtype=dtype)
+    if cfg.arch == "bert":
+        L = cfg.n_layers
+        p["lnin_g"], p["lnin_b"] = torch.ones(d, dtype=dtype), torch.zeros(d, dtype=dtype)
+        p["ln1_g"], p["ln1_b"] = torch.ones(L, d, dtype=dtype), torch.zeros(L, d, dtype=dtype)
+        if cfg.mlp:
+            p["ln2_g"], p["ln2_b"] = torch.ones(d, dtype=dtype), torch.zeros(d, dtype=dtype)
     if cfg.final_ln:
         p["ln_g"], p["ln_b"] = torch.ones(d, dtype=dtype), torch.zeros(d, dtype=dtype)
     p["W_out"] = draw(d, cfg.d_out, fan_in=d)
@@ -120,14 +134,18 @@ class BatchedSAN(SAN):
 
 
 def san_of(cfg: ToyNetConfig, p: dict) -> SAN:
-    return BatchedSAN(cfg.san_config(), p["WQ"], p["WK"], p["WV"], p["WO"], p["b"])
+    extra = {"ln1_g": p["ln1_g"], "ln1_b": p["ln1_b"]} if cfg.arch == "bert" else {}
+    return BatchedSAN(cfg.san_config(), p["WQ"], p["WK"], p["WV"], p["WO"], p["b"], **extra)
 
 
 def embed(cfg: ToyNetConfig, p: dict, inp: Tensor) -> Tensor:
-    """Token ids (B, n) or features (B, n, d_in) -> X (B, n, d)."""
+    """Token ids (B, n) or features (B, n, d_in) -> X (B, n, d): the SAN's input (for ``arch='bert'``
+    after the input LayerNorm)."""
     X = p["emb"][inp] if cfg.vocab is not None else inp @ p["W_in"] + p["b_in"]
     if cfg.n_pos:
         X = X + p["pos"][: X.shape[-2]]
+    if cfg.arch == "bert":
+        X = layer_norm(X, p["lnin_g"], p["lnin_b"])
     return X
 
 
@@ -138,9 +156,11 @@ def layer_norm(Y: Tensor, g: Tensor | None = None, b: Tensor | None = None) -> T
 
 
 def head(cfg: ToyNetConfig, p: dict, Y: Tensor) -> Tensor:
-    """What follows the SAN: [MLP] -> [final LayerNorm] -> readout."""
+    """What follows the SAN: [MLP] -> [final LayerNorm] -> readout. For ``arch='bert'`` the MLP is BERT's
+    block, ``LN(Y + MLP(Y))``."""
     if cfg.mlp:
-        Y = torch.nn.functional.gelu(Y @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
+        M = torch.nn.functional.gelu(Y @ p["W1"] + p["b1"]) @ p["W2"] + p["b2"]
+        Y = layer_norm(Y + M, p["ln2_g"], p["ln2_b"]) if cfg.arch == "bert" else M
     if cfg.final_ln:
         Y = layer_norm(Y, p["ln_g"], p["ln_b"])
     return Y @ p["W_out"] + p["b_out"]
@@ -163,8 +183,12 @@ def path_restricted_logits(cfg: ToyNetConfig, p: dict, inp: Tensor) -> tuple[Ten
     """
     san = san_of(cfg, p)
     X = embed(cfg, p, inp)
-    hs, atts = san.forward(X)
-    split = length_components(san, X, atts)
+    if cfg.arch == "bert":  # attention and per-token LayerNorm scales of the forward pass held fixed
+        hs, atts, sig = forward_scales(san, X)
+        split = length_components_ln(san, X, atts, sig)
+    else:
+        hs, atts = san.forward(X)
+        split = length_components(san, X, atts)
     upto = torch.cumsum(split.components, dim=0) + split.bias
     only = split.components + split.bias
     return head(cfg, p, upto), head(cfg, p, only), head(cfg, p, hs[-1])
@@ -183,13 +207,17 @@ def sample_paths(L: int, H: int, length: int, n_paths: int, gen: torch.Generator
 @torch.no_grad()
 def path_output(san: SAN, X: Tensor, path: list[int]) -> Tensor:
     """One path run the authors' way: ``Z <- P_{l,h}(Z) Z W_{l,h} + b_l`` in each chosen layer,
-    with the attention recomputed from ``Z`` itself; skipped layers pass ``Z`` through."""
+    with the attention recomputed from ``Z`` itself; skipped layers pass ``Z`` through. In a post-LN SAN
+    (``arch='bert'``) a chosen layer is, as in the authors' code, the layer's own LayerNorm of that one
+    head's output plus the layer's input, ``Z <- LN_l(Z + P_{l,h}(Z) Z W_{l,h} + b_l)``."""
     Z = X
+    post = san.cfg.layernorm == "post"
     for l, h in enumerate(path):
         if h == 0:
             continue
         P = san.attention(l, Z)[..., h - 1, :, :]
-        Z = P @ (Z @ san.WV[l, h - 1]) @ san.WO[l, h - 1] + san.b[l]
+        Y = P @ (Z @ san.WV[l, h - 1]) @ san.WO[l, h - 1] + san.b[l]
+        Z = layer_norm(Z + Y, san.ln1_g[l], san.ln1_b[l]) if post else Y
     return Z
 
 

@@ -43,6 +43,25 @@ def sort_batch(gen: torch.Generator, batch: int, length: int = 8, vocab: int = 1
     return x, x.sort(dim=-1).values
 
 
+def sort_position_prior(length: int = 8, vocab: int = 10) -> tuple[list[int], float]:
+    """The best input-blind predictor of sort: per position ``k`` the most probable value of the ``k``-th
+    order statistic of ``length`` uniform draws from ``[0, vocab)``, and that predictor's expected token
+    accuracy (exact, from ``P(X_(k) <= v) = P(#{X_i <= v} >= k)``)."""
+    from math import comb
+
+    def at_most(k: int, v: int) -> float:  # P(X_(k) <= v), k 1-based
+        F = (v + 1) / vocab
+        return sum(comb(length, j) * F**j * (1 - F) ** (length - j) for j in range(k, length + 1))
+
+    modes, acc = [], 0.0
+    for k in range(1, length + 1):
+        pmf = [at_most(k, v) - (at_most(k, v - 1) if v else 0.0) for v in range(vocab)]
+        best = max(range(vocab), key=lambda v: pmf[v])
+        modes.append(best)
+        acc += pmf[best] / length
+    return modes, acc
+
+
 # -- convex hull -------------------------------------------------------------------------------
 def hull_labels(points: np.ndarray) -> np.ndarray:
     """1 for the points that are vertices of the convex hull of ``points`` (n, 2), else 0."""

@@ -1,0 +1,184 @@
+"""Branches of one stage trained as stacks: the store side of the stacked engine (:mod:`.stacked`).
+
+:func:`train_branches` takes the branch jobs of a stage (``{"parent", "spec", "steps"}``, as
+:func:`rankcollapse.lm.runs.run_jobs` receives them), loads the ones already saved, and trains the others
+in stacks of networks that can share one batched computation (:func:`stack_groups`: one start step, one
+length, the fields of :data:`~rankcollapse.lm.stacked.STACK_SAME` equal). What every trained branch of
+:func:`rankcollapse.lm.training.branch` has, a stacked branch has too:
+
+* **its own content key** (:func:`branch_key`), in a namespace of its own: the stacked engine rounds
+  otherwise than the eager loop (``baddbmm`` against ``addmm``), so a stacked branch is never mistaken for
+  an eager one. Which networks a branch is stacked with is *not* part of the key: tests/test_stacked.py
+  shows a network's numbers do not depend on it, bitwise;
+* **checkpoints** every ``ckpt_every`` steps (the state before that step's measurement, the eager loop's
+  convention), from which an interrupted stage resumes and ends bit-identical;
+* for a held branch (one alpha, no term), its state every ``MILESTONE_EVERY`` steps saved as the shorter
+  branch of that length and indexed on its trajectory, so a longer branch continues the longest saved one;
+* a lock per branch, so two processes asking for overlapping stages train each branch once.
+
+Not yet used by the chapters: wiring it into :func:`rankcollapse.lm.runs.run_jobs` changes the repair
+chapters' numbers (another engine) and is done with their re-record (issue #21).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from .. import store
+from . import stacked as st
+from . import training as tr
+
+KEY_TAG = "branch-stacked"
+
+
+def branch_key(parent_dir: str, start: int, spec: tr.RunSpec, n: int) -> str:
+    """The content key of the stacked branch of ``n`` steps from the state saved in ``parent_dir`` at step
+    ``start`` under ``spec``."""
+    return tr.content_key(KEY_TAG, parent_dir, start, spec, n)
+
+
+def trajectory_key(parent_dir: str, start: int, spec: tr.RunSpec) -> str:
+    return tr.content_key(KEY_TAG + "-trajectory", parent_dir, start, spec)
+
+
+def stack_groups(items: list[dict], starts: list[int]) -> list[list[int]]:
+    """Indices of ``items`` grouped so that each group can train as one stack: one start step (``starts``),
+    one length, and stackable specs (:func:`rankcollapse.lm.stacked.stackable`). Groups keep the items'
+    order; the grouping decides only the wall time, never a number."""
+    groups: dict = {}
+    for i, (it, s) in enumerate(zip(items, starts)):
+        sig = (s, it["steps"], tuple(repr(getattr(it["spec"], f)) for f in st.STACK_SAME))
+        groups.setdefault(sig, []).append(i)
+    return list(groups.values())
+
+
+class _Branch:
+    """One branch job with its paths and, while it trains, its state."""
+
+    def __init__(self, item: dict, root: Path):
+        self.parent, self.spec, self.steps = str(item["parent"]), item["spec"], int(item["steps"])
+        self.pd = tr.load_dict(Path(self.parent))
+        self.start = self.pd["step"]
+        self.pdir = Path(self.parent).parent.name
+        self.root = root
+        self.key = self.key_of(self.steps)
+        self.tkey = trajectory_key(self.pdir, self.start, self.spec)
+        self.dir = root / self.key
+        self.done = self.dir / "branch.pt"
+        self.ckpt = self.dir / "ckpt.pt"
+        self.state: tr.TrainState | None = None
+
+    def key_of(self, n: int) -> str:
+        return branch_key(self.pdir, self.start, self.spec, n)
+
+    def saved(self, log) -> dict | None:
+        if not self.done.exists():
+            return None
+        out = tr._load_or_quarantine(self.done, "training the branch again", log)
+        return None if out is None else tr._branch_summary(self.key, out)
+
+    def prepare(self, log) -> None:
+        """The state to continue: the branch's checkpoint, else the longest shorter branch of its trajectory
+        already saved, else the parent."""
+        s = tr._resume(self.spec, self.ckpt, log)
+        if s is None:
+            s = tr._longest_shorter(self.spec, self.steps, self.key_of, self.tkey, self.root, log)
+        if s is None:
+            s = tr.state_from_dict(self.spec, self.pd)
+            s.hist = tr.empty_hist()
+            s.extra = {"start": self.start, "lineage": self.pd.get("extra", {}).get("lineage")}
+        self.state = s
+
+    @property
+    def end(self) -> int:
+        return self.start + self.steps
+
+    def save(self, path: Path) -> dict:
+        out = self.state.to_dict()
+        out["final_probe"] = tr.final_probe(self.state.model, self.spec)
+        tr.save_state(out, path)
+        return out
+
+
+def train_branches(
+    items: list[dict],
+    *,
+    root: Path | None = None,
+    log=None,
+    ckpt_every: int = 200,
+    stop_at: int | None = None,
+) -> list[dict]:
+    """Train (or load) every branch job of ``items`` (``{"parent", "spec", "steps"}``) with the stacked
+    engine; returns their summaries in order (as :func:`rankcollapse.lm.training.branch` does). ``stop_at``:
+    raise :class:`rankcollapse.lm.training.Stop` after the checkpoints at that step (to test resumption)."""
+    root = Path(root or tr.states_dir())
+    bs = [_Branch(it, root) for it in items]
+    out: list = [b.saved(log) for b in bs]
+    todo = [i for i, o in enumerate(out) if o is None]
+    for grp in stack_groups([items[i] for i in todo], [bs[i].start for i in todo]):
+        idx = [todo[j] for j in grp]
+        with contextlib.ExitStack() as locks:
+            for i in sorted(idx, key=lambda i: bs[i].key):  # one order: two processes never deadlock
+                locks.enter_context(store.lock(root / "locks" / f"{bs[i].key}.lock"))
+            left = []
+            for i in idx:  # trained by another process while this one waited
+                out[i] = bs[i].saved(log)
+                if out[i] is None:
+                    bs[i].prepare(log)
+                    left.append(i)
+            # states resumed at different steps train in stacks of their own (the numbers do not depend on
+            # the stack): each sub-stack to the end
+            by_step: dict = {}
+            for i in left:
+                by_step.setdefault(bs[i].state.step, []).append(i)
+            for sub in by_step.values():
+                for i, o in zip(sub, _train_stack([bs[i] for i in sub], ckpt_every, log, stop_at)):
+                    out[i] = o
+    return out
+
+
+def _boundaries(bs: list[_Branch], t0: int, ckpt_every: int) -> list[int]:
+    """The steps after ``t0`` where the stack stops to save: checkpoints, held branches' milestones, the
+    end."""
+    end = bs[0].end
+    marks = {end}
+    marks.update(range((t0 // ckpt_every + 1) * ckpt_every, end, ckpt_every))
+    for b in bs:
+        if tr.held(b.spec):
+            marks.update(
+                t for t in range(t0 + 1, end) if (t - b.start) % tr.MILESTONE_EVERY == 0 and t > b.start
+            )
+    return sorted(t for t in marks if t0 < t <= end)
+
+
+def _train_stack(bs: list[_Branch], ckpt_every: int, log, stop_at) -> list[dict]:
+    t0 = bs[0].state.step
+    specs, states = [b.spec for b in bs], [b.state for b in bs]
+    if log is not None:
+        log(f"stack of {len(bs)} branches: steps {t0} to {bs[0].end}")
+    for t in _boundaries(bs, t0, ckpt_every):
+        st.train_stacked(specs, states, t)  # ends with the measurement at step t
+        if t == bs[0].end:
+            break
+        for b in bs:  # a held branch of t - start steps is saved on the way, with that measurement
+            k = t - b.start
+            if tr.held(b.spec) and k % tr.MILESTONE_EVERY == 0:
+                mk = b.root / b.key_of(k) / "branch.pt"
+                if not mk.exists():
+                    b.save(mk)
+                tr._index_branch(b.root, b.tkey, k, b.key_of(k))
+        for s in states:  # the next stretch takes step t's measurement again, as one uninterrupted run does
+            tr._drop_measurement_at(s.hist, t)
+        if t % ckpt_every == 0:
+            for b in bs:
+                tr.save_state(b.state, b.ckpt, record=False)
+        if stop_at is not None and t == stop_at:
+            raise tr.Stop(t)
+    outs = []
+    for b in bs:
+        o = b.save(b.done)
+        store.remove_checked(b.ckpt)
+        tr._index_branch(b.root, b.tkey, b.steps, b.key)
+        outs.append(tr._branch_summary(b.key, o))
+    return outs

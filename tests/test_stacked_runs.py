@@ -1,0 +1,103 @@
+"""Branches of a stage trained as stacks (lm/stacked_runs.py): the same numbers whatever the grouping, the
+chunking at checkpoints or an interruption; saved branches loaded, held branches' milestones saved and
+continued, nothing trained twice."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from rankcollapse.lm import stacked_runs as sr
+from rankcollapse.lm import training as tr
+from rankcollapse.lm.model import LMConfig
+
+TINY = LMConfig(depth=2, d_model=8, heads=2, ctx=8)
+
+
+def tiny_spec(**kw):
+    base = tr.RunSpec(model=TINY, seed=3, batch=2, probe_batch=2, alpha_knots=((0, 1.0),))
+    return replace(base, **kw)
+
+
+@pytest.fixture
+def parent(tmp_path, monkeypatch):
+    """A saved state at step 30 (a driver of the tiny model), the parent of every branch below."""
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path))
+    d = tr.driver(tr.DriverSpec(tiny_spec(alpha_knots=tr.driver_knots(10, 20, 0.1)), 30))
+    return str(tmp_path / d["key"] / "driver.pt")
+
+
+def jobs(parent, n=30):
+    return [
+        {"parent": parent, "spec": tiny_spec(alpha_knots=((30, 0.5),)), "steps": n},
+        {
+            "parent": parent,
+            "spec": tiny_spec(alpha_knots=((30, 0.1),), term=tr.Term("hinge", 0.3, 1.0)),
+            "steps": n,
+        },
+        {"parent": parent, "spec": tiny_spec(alpha_knots=((30, 0.1), (50, 1.0))), "steps": n},
+    ]
+
+
+def _same(a, b):
+    assert a["key"] == b["key"] and a["hist"] == b["hist"] and a["final_probe"] == b["final_probe"]
+    assert a["step"] == b["step"] and a["start"] == b["start"]
+
+
+def _weights(root, key):
+    return tr.load_dict(root / key / "branch.pt")["model"]
+
+
+def test_a_branch_in_a_stack_is_the_branch_alone(parent, tmp_path):
+    together = sr.train_branches(jobs(parent), root=tmp_path / "together")
+    for j, t in zip(jobs(parent), together):
+        (alone,) = sr.train_branches([j], root=tmp_path / "alone")
+        _same(alone, t)
+        wa, wt = _weights(tmp_path / "alone", alone["key"]), _weights(tmp_path / "together", t["key"])
+        assert all(torch.equal(wa[k], wt[k]) for k in wa)
+    assert together[0]["step"] == 60 and len(together[1]["hist"]["rho"]) == 3  # the term's rho steps
+
+
+def test_checkpoint_chunks_and_an_interruption_change_nothing(parent, tmp_path):
+    whole = sr.train_branches(jobs(parent), root=tmp_path / "whole", ckpt_every=1000)
+    chunked = sr.train_branches(jobs(parent), root=tmp_path / "chunked", ckpt_every=7)
+    with pytest.raises(tr.Stop):
+        sr.train_branches(jobs(parent), root=tmp_path / "cut", ckpt_every=10, stop_at=50)
+    assert all((tmp_path / "cut" / o["key"] / "ckpt.pt").exists() for o in whole)
+    resumed = sr.train_branches(jobs(parent), root=tmp_path / "cut", ckpt_every=10)
+    for a, b, c in zip(whole, chunked, resumed):
+        _same(a, b)
+        _same(a, c)
+        assert not (tmp_path / "cut" / c["key"] / "ckpt.pt").exists()
+
+
+def test_saved_branches_load_and_held_milestones_are_continued(parent, tmp_path, monkeypatch):
+    monkeypatch.setattr(tr, "MILESTONE_EVERY", 10)
+    root = tmp_path / "a"
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "first.log"))
+    first = sr.train_branches(jobs(parent, 20), root=root)
+    assert tr.ledger_counts(tmp_path / "first.log") == (60, 60)
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "again.log"))
+    again = sr.train_branches(jobs(parent, 20) + jobs(parent, 10)[:1], root=root)
+    assert not (tmp_path / "again.log").exists()  # loaded: the 20-step ones, and the held milestone of 10
+    for a, b in zip(first, again):
+        _same(a, b)
+    (ten,) = sr.train_branches(jobs(parent, 10)[:1], root=tmp_path / "ten")
+    _same(ten, again[3])
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "longer.log"))
+    (longer,) = sr.train_branches(jobs(parent, 35)[:1], root=root)  # continues the saved 20-step branch
+    assert tr.ledger_counts(tmp_path / "longer.log") == (15, 15)
+    (alone,) = sr.train_branches(jobs(parent, 35)[:1], root=tmp_path / "b")
+    _same(longer, alone)
+
+
+def test_stack_groups_and_keys(parent):
+    js = jobs(parent) + [
+        {"parent": parent, "spec": tiny_spec(alpha_knots=((30, 0.5),), lr=3e-3), "steps": 30}
+    ]
+    js.append({"parent": parent, "spec": tiny_spec(alpha_knots=((30, 0.2),)), "steps": 20})
+    assert sr.stack_groups(js, [30] * len(js)) == [[0, 1, 2], [3], [4]]  # lr and length split the stack
+    assert sr.stack_groups(js[:2], [30, 40]) == [[0], [1]]  # so does the start step
+    s = tiny_spec(alpha_knots=((30, 0.5),))
+    assert sr.branch_key("p", 30, s, 10) != tr.content_key("branch", "p", 30, s, 10)  # never an eager one
