@@ -117,3 +117,20 @@ def test_the_stack_trains_the_same_model_as_the_eager_loop():
     assert stacked.hist["loss"] == pytest.approx(eager.hist["loss"], rel=1e-4)
     assert stacked.hist["gnorm"] == pytest.approx(eager.hist["gnorm"], rel=1e-3)
     assert stacked.hist["rho"] == pytest.approx(eager.hist["rho"], rel=1e-3)
+
+
+def test_the_compiled_stack_does_not_depend_on_the_stack_either():
+    """The compiled engine (``spec.engine == 'compiled'``): a network trained among others equals it trained
+    alone, bitwise, as in the eager stack."""
+    torch.set_num_threads(1)
+    specs = [
+        spec(seed=0, alpha_knots=((0, 0.5),), engine="compiled"),
+        spec(seed=1, term=tr.Term("hinge", 0.3, 2.0), engine="compiled"),
+    ]
+    together = st.train_stacked(specs, _branch_states(specs), 12)
+    for k, s in enumerate(specs):
+        (alone,) = st.train_stacked([s], _branch_states([s]), 12)
+        assert alone.hist == together[k].hist
+        a, b = alone.model.state_dict(), together[k].model.state_dict()
+        assert all(torch.equal(a[n], b[n]) for n in a)
+    assert st.stackable([specs[0], replace(specs[0], engine="eager")]) == "engine"

@@ -64,7 +64,8 @@ def test_checkpoint_chunks_and_an_interruption_change_nothing(parent, tmp_path):
     chunked = sr.train_branches(jobs(parent), root=tmp_path / "chunked", ckpt_every=7)
     with pytest.raises(tr.Stop):
         sr.train_branches(jobs(parent), root=tmp_path / "cut", ckpt_every=10, stop_at=50)
-    assert all((tmp_path / "cut" / o["key"] / "ckpt.pt").exists() for o in whole)
+    # the first stack stopped after its checkpoints at step 50; the others had not started
+    assert (tmp_path / "cut" / whole[0]["key"] / "ckpt.pt").exists()
     resumed = sr.train_branches(jobs(parent), root=tmp_path / "cut", ckpt_every=10)
     for a, b, c in zip(whole, chunked, resumed):
         _same(a, b)
@@ -97,7 +98,8 @@ def test_stack_groups_and_keys(parent):
         {"parent": parent, "spec": tiny_spec(alpha_knots=((30, 0.5),), lr=3e-3), "steps": 30}
     ]
     js.append({"parent": parent, "spec": tiny_spec(alpha_knots=((30, 0.2),)), "steps": 20})
-    assert sr.stack_groups(js, [30] * len(js)) == [[0, 1, 2], [3], [4]]  # lr and length split the stack
+    # a term, the lr and the length split the stack
+    assert sr.stack_groups(js, [30] * len(js)) == [[0, 2], [1], [3], [4]]
     assert sr.stack_groups(js[:2], [30, 40]) == [[0], [1]]  # so does the start step
     s = tiny_spec(alpha_knots=((30, 0.5),))
     assert sr.branch_key("p", 30, s, 10) != tr.content_key("branch", "p", 30, s, 10)  # never an eager one

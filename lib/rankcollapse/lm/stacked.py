@@ -233,6 +233,7 @@ STACK_SAME = (
     "rho_every",
     "weights_every",
     "device",
+    "engine",
 )
 
 
@@ -320,6 +321,7 @@ def train_stacked(specs: list, states: list, until: int, *, log=None) -> list:
     probe = [tuple(a.to(dev) for a in corpus.probe(s.seed, s.probe_batch, s.model.ctx)) for s in specs]
     px, py = torch.stack([p[0] for p in probe]), torch.stack([p[1] for p in probe])
     S, opt = from_states(states)
+    fwd = S if spec0.engine == "eager" else _compiled(S)  # the training forward; measurements stay eager
     params = S.ordered()
     lineage = [st.extra.get("lineage") for st in states]
     before = [(copy.deepcopy(st.hist), copy.deepcopy(st.extra)) for st in states]
@@ -348,7 +350,7 @@ def train_stacked(specs: list, states: list, until: int, *, log=None) -> list:
             xs, ys = zip(*[corpus.batch(s.seed, t, s.batch, s.model.ctx) for s in specs])
             x, y = torch.stack(xs).to(dev), torch.stack(ys).to(dev)
             terms = [s.term for s in specs]
-            logits, hs = S(x, alpha, hidden=True) if any(terms) else (S(x, alpha), [])
+            logits, hs = fwd(x, alpha, hidden=True) if any(terms) else (fwd(x, alpha), [])
             ce = F.cross_entropy(logits.flatten(0, 2), y.flatten(), reduction="none")
             losses = ce.view(K, -1).mean(1)
             added = [
@@ -399,6 +401,15 @@ def train_stacked(specs: list, states: list, until: int, *, log=None) -> list:
         st.step = t
     write_back(S, opt, states)
     return states
+
+
+def _compiled(S: StackedLM):
+    """``torch.compile`` of the stack's forward (the skip scales are a tensor argument: new alphas do not
+    recompile), as :func:`rankcollapse.lm.training.forward_of` compiles one model."""
+    import torch._dynamo
+
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    return torch.compile(S)
 
 
 def _slice_norm(gs, k: int) -> float:

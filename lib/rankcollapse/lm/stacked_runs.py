@@ -44,11 +44,14 @@ def trajectory_key(parent_dir: str, start: int, spec: tr.RunSpec) -> str:
 
 def stack_groups(items: list[dict], starts: list[int]) -> list[list[int]]:
     """Indices of ``items`` grouped so that each group can train as one stack: one start step (``starts``),
-    one length, and stackable specs (:func:`rankcollapse.lm.stacked.stackable`). Groups keep the items'
-    order; the grouping decides only the wall time, never a number."""
+    one length, a loss term or none, and stackable specs (:func:`rankcollapse.lm.stacked.stackable`).
+    Groups keep the items' order; the grouping decides only the wall time, never a number."""
     groups: dict = {}
     for i, (it, s) in enumerate(zip(items, starts)):
-        sig = (s, it["steps"], tuple(repr(getattr(it["spec"], f)) for f in st.STACK_SAME))
+        spec = it["spec"]
+        # runs with a loss term apart: in a stack every network pays for the term's forward (all blocks'
+        # outputs), which slowed a mixed stage below the eager loop (bench/stage_throughput.py)
+        sig = (s, it["steps"], spec.term is None, tuple(repr(getattr(spec, f)) for f in st.STACK_SAME))
         groups.setdefault(sig, []).append(i)
     return list(groups.values())
 
