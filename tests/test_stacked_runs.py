@@ -103,3 +103,21 @@ def test_stack_groups_and_keys(parent):
     assert sr.stack_groups(js[:2], [30, 40]) == [[0], [1]]  # so does the start step
     s = tiny_spec(alpha_knots=((30, 0.5),))
     assert sr.branch_key("p", 30, s, 10) != tr.content_key("branch", "p", 30, s, 10)  # never an eager one
+
+
+def test_the_runners_stage_stacks_branches_and_runs_the_rest(parent, tmp_path, monkeypatch):
+    """stacked_runs.run_jobs: branch jobs grouped into stacks, other jobs as runs.run_jobs runs them, the
+    results in job order, the same as each branch trained on its own."""
+    from rankcollapse.lm import runs as rp
+
+    js = jobs(parent)
+    healthy = ("healthy", {"spec": tiny_spec(), "steps": 20, "share_at": 0})
+    stage = [("branch", js[0]), healthy, ("branch", js[1]), ("branch", js[2])]
+    out = sr.run_jobs(stage, 1)
+    assert out[1] == rp.run_jobs([healthy], 1)[0]
+    alone = [sr.train_branches([j], root=tmp_path / f"alone{k}")[0] for k, j in enumerate(js)]
+    for o, a in zip([out[0], out[2], out[3]], alone):
+        _same(o, a)
+    again = sr.run_jobs(stage, 2)  # in two spawned workers: the saved states, in the same order
+    for o, a in zip(again, out):
+        assert o["hist"] == a["hist"] and o.get("key") == a.get("key")

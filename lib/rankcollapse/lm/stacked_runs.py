@@ -16,8 +16,9 @@ length, the fields of :data:`~rankcollapse.lm.stacked.STACK_SAME` equal). What e
   branch of that length and indexed on its trajectory, so a longer branch continues the longest saved one;
 * a lock per branch, so two processes asking for overlapping stages train each branch once.
 
-Not yet used by the chapters: wiring it into :func:`rankcollapse.lm.runs.run_jobs` changes the repair
-chapters' numbers (another engine) and is done with their re-record (issue #21).
+:func:`run_jobs` is the runner's side: :func:`rankcollapse.lm.runs.run_jobs` with the branch jobs of a
+stage grouped into stacks, one pool (or Dask) job per stack. Not yet what the chapters call: switching them
+moves the repair chapters' numbers to the stacked engine's and is done with their re-record (issue #21).
 """
 
 from __future__ import annotations
@@ -185,3 +186,40 @@ def _train_stack(bs: list[_Branch], ckpt_every: int, log, stop_at) -> list[dict]
         tr._index_branch(b.root, b.tkey, b.steps, b.key)
         outs.append(tr._branch_summary(b.key, o))
     return outs
+
+
+# -- the runner's side ----------------------------------------------------------------------------------
+def run_jobs(jobs: list[tuple[str, dict]], workers: int, log=None, labels=None) -> list:
+    """:func:`rankcollapse.lm.runs.run_jobs` with the stage's ``branch`` jobs trained as stacks: the
+    branches are grouped (:func:`stack_groups`) and each group is one job of the pool (or the Dask
+    cluster); every other job runs as before. Results come back in job order. Not yet what the chapters
+    call (their numbers would move to the stacked engine's; issue #21)."""
+    from ..jobs import run_parallel
+
+    labels = labels or [str(i) for i in range(len(jobs))]
+    bi = [i for i, (k, _) in enumerate(jobs) if k == "branch"]
+    starts = [tr.load_dict(Path(jobs[i][1]["parent"]))["step"] for i in bi]
+    groups = [[bi[j] for j in g] for g in stack_groups([jobs[i][1] for i in bi], starts)]
+    tasks = [{"kind": "stack", "kw": {"items": [jobs[i][1] for i in g]}} for g in groups]
+    names = [f"stack of {len(g)}: " + ", ".join(labels[i] for i in g) for g in groups]
+    rest = [i for i, (k, _) in enumerate(jobs) if k != "branch"]
+    tasks += [{"kind": jobs[i][0], "kw": jobs[i][1]} for i in rest]
+    names += [labels[i] for i in rest]
+    res = run_parallel(_dispatch, tasks, workers, log, names)
+    out: list = [None] * len(jobs)
+    for g, r in zip(groups, res):  # a stack returns its branches' summaries in order
+        for i, o in zip(g, r):
+            out[i] = o
+    for i, r in zip(rest, res[len(groups) :]):
+        out[i] = r
+    return out
+
+
+def _dispatch(kind: str, kw: dict):
+    """One task of :func:`run_jobs`: a stack of branches, or any job of :func:`rankcollapse.lm.runs.run_jobs`
+    (under its lock)."""
+    if kind == "stack":
+        return train_branches(**kw)
+    from . import runs
+
+    return runs._dispatch(kind, kw)
