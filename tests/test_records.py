@@ -33,7 +33,12 @@ def test_smoke_tolerances_come_from_measured_spread(chapter):
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_smoke_verdicts_equal_full_or_say_why(chapter):
     smoke = load_checked(expected_path("smoke", chapter))["verdicts"]
-    full = load_checked(expected_path("full", chapter))["verdicts"]
+    full_rec = load_checked(expected_path("full", chapter))
+    if full_rec.get("code_hash") != chapter_code_hash(chapter):
+        # a full record written by other code (other rules, other runs) says nothing about this code's full
+        # verdicts: the comparison waits for `bash make.sh record full CHAPTER`; shown, not hidden
+        pytest.xfail(f"data/expected/full/{chapter}.json is stale (recorded by another version of the code)")
+    full = full_rec["verdicts"]
     notes = getattr(module(chapter), "SMOKE_VERDICT_NOTES", {})
     assert set(smoke) == set(full), f"{chapter}: smoke and full record different claims"
     for cid, v in smoke.items():

@@ -71,3 +71,65 @@ def test_job_lock_serialises_identical_jobs(tmp_path, monkeypatch):
         order.append("b-in")
     t.join()
     assert order == ["a-in", "a-out", "b-in"]
+
+
+# -- the calibration: beta such that the term adds its target when it is switched on ------------------
+def _tiny_p(**kw):
+    """Parameters of the repair chapters at a size that trains in seconds (depth 2, width 8; the threshold
+    5 makes the tiny driver settle right after its ramp)."""
+    return SimpleNamespace(
+        **{
+            "depth": 2,
+            "d_model": 8,
+            "heads": 2,
+            "ctx": 8,
+            "batch": 2,
+            "lr": 1e-3,
+            "ramp_start": 20,
+            "ramp_end": 40,
+            "alpha_min": 0.02,
+            "tail_steps": 30,
+            "branch_steps": 30,
+            "seeds": [3],
+            "threshold": 5.0,
+            "settle_steps": 30,
+            "window": 3,
+            "workers": 1,
+            "device": "cpu",
+            "engine": "eager",
+            "added_loss": 0.1,
+            "recover_frac": 0.5,
+            "treatments": list(rp.TREATMENTS),
+            "calib_steps": 10,
+        }
+        | kw
+    )
+
+
+def test_betas_add_their_target_at_the_switch_on_a_tiny_lm(tmp_path, monkeypatch):
+    """prepare_events sets each kind's beta on the branch's own first training batches at the saved state:
+    the term adds Lambda there (4x: four times Lambda) to float precision, and the branch's first recorded
+    term is beta x raw on the first of those batches (the calibration saw the batches the branch trains on;
+    the probe batch, the former setting, is not one of them)."""
+    import torch
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
+    p = _tiny_p()
+    drivers, healthy = rp.main_runs(p)
+    (e,) = rp.prepare_events(p, drivers, healthy)
+    assert e["rec_threshold_literal"] == pytest.approx(0.5 * e["healthy_srank"])
+    for k in tr.TERMS:
+        c = e["calib"][k]
+        assert len(c["raws"]) == p.calib_steps
+        assert e["betas"][k] * c["raw"] == pytest.approx(p.added_loss, rel=1e-12)
+        assert c["probe_raw"] != pytest.approx(c["raw"], rel=1e-6)
+    for t in ("hinge-1x", "hinge-4x", "penalty-4x"):
+        kind, mult = t.split("-")
+        spec = rp.branch_spec(p, e["seed"], e["start"], t, e["betas"], e["s0"])
+        assert spec.term.beta == pytest.approx(float(mult[:-1]) * e["betas"][kind], rel=1e-12)
+        b = tr.branch(e["collapse"], spec, p.branch_steps)
+        assert b["hist"]["term"][0] == pytest.approx(spec.term.beta * e["calib"][kind]["raws"][0], rel=1e-5)
+    # asking again gives the same betas
+    (again,) = rp.prepare_events(p, drivers, healthy)
+    assert again["betas"] == e["betas"]

@@ -34,6 +34,12 @@ def test_cross_parameter_checks():
         rpa.validate(_p(delay_alphas=[0.25]))
     with pytest.raises(ParameterError, match="trace_every"):
         rpa.validate(_p(trace_every=55))
+    with pytest.raises(ParameterError, match="h7_control_alphas"):
+        rpa.validate(_p(h7_control_alphas=[0.45]))
+    with pytest.raises(ParameterError, match="switch_alphas"):
+        rpa.validate(_p(switch_alphas=[0.3, 0.1, 0.6]))
+    with pytest.raises(ParameterError, match="control_depth"):
+        rpa.validate(_p(control_depth=12))
     with pytest.raises(ParameterError, match="delays"):
         schema("repair-path").resolve({"profile": "smoke", "delays": "soon"})
 
@@ -72,18 +78,61 @@ def _rows(times0, timesmax, alpha=0.3):
     return rows
 
 
-def test_delay_effect_and_h5_rule():
+def test_delay_effect_and_old_h5_rule():
     p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.3], branch_steps=600)
     eff = rpa.delay_effect(p, _rows([50, 60], [120, None]))
     assert [e["diff"] for e in eff["events"]] == [70, 610 - 60]
-    assert rpa.h5_verdict(eff) == "supported"
-    assert rpa.h5_verdict(rpa.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
-    assert rpa.h5_verdict(rpa.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
-    assert rpa.h5_verdict(rpa.delay_effect(p, _rows([None], [None]))) == "inconclusive"  # nothing recovered
+    assert eff["alpha"] == 0.3 and eff["longest_delay"] == 500
+    assert rpa.old_verdict_h5(eff) == "supported"
+    assert rpa.old_verdict_h5(rpa.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
+    assert rpa.old_verdict_h5(rpa.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
+    assert rpa.old_verdict_h5(rpa.delay_effect(p, _rows([None], [None]))) == "inconclusive"  # none recovered
     assert (
-        rpa.h5_verdict(rpa.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
+        rpa.old_verdict_h5(rpa.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
     )  # one of two slower
     assert rpa.h5_alpha(SimpleNamespace(delay_alphas=[0.1, 0.6])) == 0.6
+    assert rpa.delay_effect(p, _rows([50], [None], alpha=0.1), 0.1)["alpha"] == 0.1
+
+
+def test_h5_effects_choose_the_open_alpha():
+    """H5's alpha is the delayed one whose undelayed switch recovered in a share strictly between 0 and 1
+    closest to 1/2; the previous rule's reading (alpha 0.3) rides along."""
+    p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.3], branch_steps=600)
+    sw = {0.1: {"recovered": 1, "events": 2}, 0.3: {"recovered": 2, "events": 2}}
+    rows = _rows([50, None], [None, None], alpha=0.1) + _rows([40, 50], [60, 70], alpha=0.3)
+    h5 = rpa.h5_effects(p, sw, rows)
+    assert h5["alpha"] == 0.1 and h5["new"]["alpha"] == 0.1 and h5["old"]["alpha"] == 0.3
+    assert [(e["t0"], e["tmax"]) for e in h5["new"]["events"]] == [(50, None), (None, None)]
+    sw[0.1]["recovered"] = 0
+    assert rpa.h5_effects(p, sw, rows)["new"] is None
+
+
+def test_controls_and_gaps():
+    """H7's control: the same model and seed ramped only down to the switch alpha, as far as the switches
+    reach; the excess is read at the branch's own step. H3's control is the depth grid's driver."""
+    p = _p()
+    e = {"seed": 0, "start": 720}
+    a = p.h7_control_alphas[0]
+    assert rpa.control_steps(p, e, a) == 720 + p.branch_steps + (max(p.delays) if a in p.delay_alphas else 0)
+    ds = rp.held_control_job(p, 0, a, 1000)["ds"]
+    assert ds.steps == 1000 and ds.run.alpha(10**6) == a and ds.run.alpha(p.ramp_start) == 1.0
+    assert ds.run.model == rp.run_spec(p, 0).model
+    assert rp.held_control_job(p, 0, p.alpha_min, rp.driver_steps(p)) == rp.driver_job(p, 0)  # shared
+    ctl = {"hist": {"m_step": [1100, 1110], "probe_loss": [2.0, 1.9]}}
+    assert rpa.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, ctl) == pytest.approx(0.3)
+    assert rpa.control_gap({"step": 1120, "final_probe": {"loss": 2.2}}, ctl) is None  # past its end
+    assert rpa.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, None) is None
+    hist = {"m_step": list(range(0, 200, 10)), "srank": [[2.5]] * 20}
+    assert not rp.control_collapsed({"hist": hist, "det": {"settled": None}}, 1.5)
+    assert rp.control_collapsed({"hist": hist, "det": {"settled": 120}}, 1.5)
+    low = {"m_step": hist["m_step"], "srank": [[1.2]] * 20}
+    assert rp.control_collapsed({"hist": low, "det": {"settled": None}}, 1.5)
+
+
+def test_detection_lag():
+    p = SimpleNamespace(alpha_min=0.02, ramp_start=400, ramp_end=800, recover_window=5)
+    assert rpa.ramp_rate(p) == pytest.approx(0.00245)
+    assert rpa.detection_lag_alpha(p) == pytest.approx(25 * 0.00245)
 
 
 def test_predictor_split_holds_out_seeds():

@@ -78,11 +78,14 @@ DRIVER_PARAMS = [
         low=10,
         high=10**7,
     ),
+    # full: ten seeds for at least six settled collapse events (issue #17; the paper had 8). Measured with
+    # the full driver (compiled engine, native kernels): seeds 0-11 settled but for 2, 6 and 7, so 0-9 give
+    # 7 events, one to spare should another machine's kernels lose one
     Param(
         "seeds",
         "int_list",
         "one driver (collapse event) and one healthy network per seed",
-        {"smoke": [0, 1], "full": [0, 1, 2], "paper": [0, 1, 2, 3, 4, 5, 6, 7]},
+        {"smoke": [0, 1], "full": list(range(10)), "paper": [0, 1, 2, 3, 4, 5, 6, 7]},
         low=0,
         high=2**31 - 1,
     ),

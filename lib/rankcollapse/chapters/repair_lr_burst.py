@@ -32,11 +32,22 @@ SCHEMA = Schema(
     "repair-lr-burst",
     common.DRIVER_PARAMS
     + [
+        # full: the paper's two multipliers and a grid between them fine enough (steps of 1.14-1.25x) to
+        # bracket the collapse onset, with bursts as long as the paper's (200 updates). A pilot at full size
+        # (seed 0, eager): min rolling srank 2.09 at x16, 1.71 at x20, 1.45 at x24, 1.44 at x28, 1.40 at
+        # x32 (the dip comes in the burst's first 30-50 steps, then the rank climbs back during the burst;
+        # with 50-step bursts x16 did not collapse and x24 did in every seed). x24 recovered within 80 steps
+        # after the burst, x28 and x32 did not within 600. smoke: the onset bracketed robustly by one
+        # multiplier on each side (x8: min 2.45 and 2.08; x32: 1.17 and 1.01 on seeds 0 and 1; not x16,
+        # whose 1.61 on seed 1 is 0.11 above the threshold, and which ends at 2.30 against a recovery
+        # threshold of about 2.2: a dip under another kernel would count as collapse and recovery), bursts of
+        # 200 as at full; at smoke's batch of 8 and 400-step branch no collapsed burst climbed back to the
+        # recovery threshold (x24 and x32 ended at 1.14-1.99 against 2.2-2.45), where full's x24 did
         Param(
             "multipliers",
             "float_list",
             "learning-rate multipliers of the burst (one burst per value and seed)",
-            {"smoke": [8.0, 64.0], "full": [16.0, 24.0, 32.0, 64.0], "paper": [16.0, 32.0]},
+            {"smoke": [8.0, 32.0], "full": [16.0, 20.0, 24.0, 28.0, 32.0], "paper": [16.0, 32.0]},
             low=1.0,
             high=1e4,
         ),
@@ -44,7 +55,7 @@ SCHEMA = Schema(
             "burst_steps",
             "int",
             "updates at the multiplied rate (a multiple of 10); branch_steps follow at the base rate",
-            {"smoke": 30, "full": 50, "paper": 200},
+            {"smoke": 200, "full": 200, "paper": 200},
             low=10,
             high=10**6,
         ),
@@ -358,7 +369,29 @@ def qk_gradients(p, runs: dict, drivers: dict) -> dict:
 
 
 # -- verdicts (pure) --------------------------------------------------------------------------------
-H6_RULE = (
+# H6's path test is relative to the closed reference R: the largest median Q/K gradient among the settled
+# skip collapses (the least closed of the closed networks; the skip collapses themselves span decades over
+# seeds, at smoke 4e-9 and 2e-12, so their median would not be a safe floor). A collapsed burst's path counts
+# as open when its Q/K is at least OPEN_FACTOR x R: two decades above every closed network measured, yet
+# small against the 7-10 decades between the skip collapses and the healthy networks' Q/K, so "open" means
+# decisively not closed, not "as open as healthy" (which a collapsed network cannot be: the old rule's 1/10
+# of healthy). Fixed before the full profile's 200-step bursts were run (the choice of the largest rather
+# than the median skip collapse was made after smoke's first run, where it changes no outcome).
+OPEN_FACTOR = 100.0
+RULE_H6 = (
+    "over the (seed, multiplier) bursts whose rolling-median last-block srank fell below the collapse "
+    "threshold (the collapsed bursts), with Q/K = the median over blocks of the task gradient on the "
+    "query-key weights right after the burst and R = the largest Q/K among the settled skip collapses "
+    "(the closed reference): a burst's path is open when its Q/K >= 100 R and closed (like the skip "
+    "collapse's) otherwise; inconclusive if no burst collapsed, if no driver settled (no R), or if R is "
+    "above 1/10^4 of the healthy parents' median Q/K (the reference does not close the path, so 100 R would "
+    "not lie two decades below healthy); refuted if every collapsed burst's path is closed; supported if "
+    "the collapsed bursts' median Q/K is >= 100 R (the path open) and at least one collapsed burst "
+    "recovered untreated within the branch or its extension; else inconclusive (the median closed though "
+    "some are open, or open but none recovered). The ratio to the healthy parents' Q/K is reported beside, "
+    "not tested"
+)
+OLD_RULE_H6 = (
     "over the (seed, multiplier) bursts whose rolling-median last-block srank fell below the collapse "
     "threshold (the collapsed bursts), with Q/K = the median over blocks of the task gradient on the "
     "query-key weights right after the burst: inconclusive if none collapsed, or if the skip-collapsed "
@@ -369,67 +402,134 @@ H6_RULE = (
     "open) and at least one collapsed burst recovered untreated within the branch or its extension; else "
     "inconclusive (e.g. none recovered)"
 )
-H7_RULE = (
+RULE_H7 = (
     "over the burst networks that collapsed and then recovered (within the branch or its extension): "
-    "supported if the median final probe-loss gap to the paired control at the same step exceeds 0.05 nats, "
+    "supported if the median final probe-loss gap to the paired control at the same step (same healthy "
+    "parent, same batches, base rate, alpha = 1: no alpha held, no training time lost) exceeds 0.05 nats, "
     "refuted if below 0.01; inconclusive if none recovered or in between"
 )
+H7_SUPPORT, H7_REFUTE = 0.05, 0.01  # nats
 
 
-def verdict_h6(
-    collapsed_qk: list, recovered: list, qk_skip: float | None, qk_healthy: float
-) -> tuple[str, str]:
-    """``collapsed_qk``: Q/K gradient of each collapsed burst network; ``recovered``: whether each recovered;
-    ``qk_skip``, ``qk_healthy``: medians of the skip-collapsed networks and the healthy parents. Returns
-    (verdict, reason), by :data:`H6_RULE`."""
-    if not collapsed_qk:
-        return "inconclusive", "no burst collapsed the rank"
-    if qk_skip is None:
-        return "inconclusive", "no driver settled into a skip collapse to compare the path with"
-    if qk_skip > qk_healthy / 100:
-        return "inconclusive", (
-            "the skip collapse does not close the path at this size (its Q/K gradient is above "
-            "1/100 of the healthy one's), so the path test cannot tell open from closed"
-        )
-    if all(q < 10 * qk_skip for q in collapsed_qk):
-        return "refuted", "every collapsed burst network's path is closed like the skip collapse's"
-    med = float(np.median(collapsed_qk))
-    is_open = med >= 10 * qk_skip and med >= qk_healthy / 10
-    if is_open and any(recovered):
-        return "supported", "collapsed with the path open, and recovered untreated"
-    path = (
-        "the path open"
-        if is_open
-        else f"the path partly open (median Q/K {med / qk_skip:.2g}x the skip collapse's, but only "
-        f"{med / qk_healthy:.2g} of the healthy one's)"
+def _bursts(evidence: dict) -> str:
+    """ "k of n bursts" for a reason: the collapsed bursts over all bursts run."""
+    return f"{len(evidence['qk_collapsed'])} of {evidence['n_bursts']} bursts"
+
+
+def path_state(evidence: dict) -> dict:
+    """H6's path test on ``evidence`` (``qk_collapsed``, ``qk_skip``, ``qk_healthy``): ``testable`` (a
+    closed reference exists and lies at least 10^4 below healthy), ``n_open`` (collapsed bursts with Q/K >=
+    :data:`OPEN_FACTOR` x the reference), ``median``, ``vs_skip`` and ``vs_healthy`` (the median's ratios;
+    None where a side is missing) and ``state``: "–" (none collapsed), "not testable", "open", "closed"
+    (every one), or "mostly closed" (the median closed, some open)."""
+    qk, R, Hq = evidence["qk_collapsed"], evidence["qk_skip"], evidence["qk_healthy"]
+    med = float(np.median(qk)) if qk else None
+    out = {
+        "median": med,
+        "vs_skip": None if med is None or not R else med / R,
+        "vs_healthy": None if med is None or not Hq else med / Hq,
+        "n_open": None,
+        "testable": R is not None and R * OPEN_FACTOR**2 <= Hq,
+    }
+    if not qk:
+        return out | {"state": "–"}
+    if not out["testable"]:
+        return out | {"state": "not testable"}
+    n_open = sum(q >= OPEN_FACTOR * R for q in qk)
+    state = "open" if med >= OPEN_FACTOR * R else "closed" if n_open == 0 else "mostly closed"
+    return out | {"n_open": n_open, "state": state}
+
+
+def verdict_h6(evidence: dict) -> tuple[str, str]:
+    """H6 by :data:`RULE_H6` from ``qk_collapsed`` (Q/K of each collapsed burst right after it),
+    ``recovered`` (whether each recovered, in the branch or its extension), ``qk_skip`` (the closed
+    reference: the largest of the settled skip collapses'; None if none settled), ``qk_healthy`` (the healthy
+    parents' median) and ``n_bursts`` (every burst run, collapsed or not)."""
+    qk, rec, R, Hq = (
+        evidence["qk_collapsed"],
+        evidence["recovered"],
+        evidence["qk_skip"],
+        evidence["qk_healthy"],
     )
-    if not any(recovered):
-        return (
-            "inconclusive",
-            f"collapsed with {path}, but none recovered within the branch (or its extension)",
+    ps = path_state(evidence)
+    if not qk:
+        return "inconclusive", f"no burst collapsed the rank (0 of {evidence['n_bursts']} bursts)"
+    if R is None:
+        return "inconclusive", (
+            f"{_bursts(evidence)} collapsed, but no driver settled into a skip collapse, so there is no "
+            "closed reference to test the path against"
         )
-    return "inconclusive", f"recovered, but with {path}"
+    if not ps["testable"]:
+        return "inconclusive", (
+            f"the skip collapse does not close the path at this size (its Q/K {R:.2g} is {R / Hq:.2g} of "
+            f"the healthy {Hq:.2g}, above 1/{OPEN_FACTOR**2:.0f}), so open and closed cannot be told apart"
+        )
+    n, n_rec = len(qk), sum(bool(r) for r in rec)
+    q = (
+        f"median Q/K of the {n} collapsed bursts {ps['median']:.2g} = {ps['vs_skip']:.2g}x the least "
+        f"closed skip collapse's {R:.2g} ({ps['n_open']} of {n} at or above {OPEN_FACTOR:g}x; "
+        f"{ps['vs_healthy']:.2g} of healthy)"
+    )
+    if ps["state"] == "closed":
+        return "refuted", f"every collapsed burst's path is closed like the skip collapse's: {q}"
+    if ps["state"] == "open" and n_rec:
+        return "supported", f"{q}: the path open, and {n_rec} of {n} collapsed bursts recovered untreated"
+    if ps["state"] == "open":
+        return "inconclusive", f"{q}: the path open, but 0 of {n} collapsed bursts recovered untreated"
+    return "inconclusive", f"{q}: the path mostly closed, {n_rec} of {n} collapsed bursts recovered"
 
 
-def verdict_h7(recovered_gaps: list) -> str:
-    if not recovered_gaps:
-        return "inconclusive"
-    g = float(np.median(recovered_gaps))
-    return "supported" if g > 0.05 else "refuted" if g < 0.01 else "inconclusive"
+def old_verdict_h6(evidence: dict) -> tuple[str, str]:
+    """H6 by the chapter's previous rule (:data:`OLD_RULE_H6`: "open" also required the collapsed bursts'
+    median Q/K to reach 1/10 of the healthy parents', which a collapsed network does not), on the same
+    evidence as :func:`verdict_h6` (its reference was the skip collapses' median, ``qk_skip_median``). Kept
+    to show its verdict beside the new one."""
+    qk, rec, R, Hq = (
+        evidence["qk_collapsed"],
+        evidence["recovered"],
+        evidence.get("qk_skip_median", evidence["qk_skip"]),
+        evidence["qk_healthy"],
+    )
+    if not qk:
+        return "inconclusive", "no burst collapsed the rank (0 collapsed)"
+    if R is None:
+        return "inconclusive", "no driver settled into a skip collapse (0 references)"
+    if R > Hq / 100:
+        return "inconclusive", f"the skip collapse's Q/K {R:.2g} is above 1/100 of the healthy {Hq:.2g}"
+    if all(x < 10 * R for x in qk):
+        return "refuted", f"every collapsed burst's Q/K is below 10x the skip collapse's {R:.2g}"
+    med = float(np.median(qk))
+    is_open = med >= 10 * R and med >= Hq / 10
+    n_rec = sum(bool(r) for r in rec)
+    if is_open and n_rec:
+        return "supported", f"median Q/K {med:.2g} open, {n_rec} of {len(qk)} recovered"
+    path = (
+        "open" if is_open else f"partly open ({med / R:.2g}x the skip collapse's, {med / Hq:.2g} of healthy)"
+    )
+    return "inconclusive", f"the path {path}, {n_rec} of {len(qk)} collapsed bursts recovered"
 
 
-def h6_path(collapsed_qk: list, qk_skip: float | None, qk_healthy: float) -> str:
-    """The state of the query-key path after the collapsed bursts, as :func:`verdict_h6` tests it, in one
-    word for the prose: "–" (no burst collapsed), "not testable" (no skip collapse, or one that does not
-    close the path), "closed", "open" or "partly open"."""
-    if not collapsed_qk:
-        return "–"
-    if qk_skip is None or qk_skip > qk_healthy / 100:
-        return "not testable"
-    if all(q < 10 * qk_skip for q in collapsed_qk):
-        return "closed"
-    med = float(np.median(collapsed_qk))
-    return "open" if med >= 10 * qk_skip and med >= qk_healthy / 10 else "partly open"
+def verdict_h7(evidence: dict) -> tuple[str, str]:
+    """H7 by :data:`RULE_H7` from ``recovered_gaps`` (nats above the paired control, one per collapsed burst
+    that recovered) and ``n_collapsed`` (collapsed bursts)."""
+    gaps, n = evidence["recovered_gaps"], evidence["n_collapsed"]
+    if not gaps:
+        return "inconclusive", (
+            f"0 of {n} collapsed bursts recovered, so there is no recovered loss to compare with the control"
+        )
+    g = float(np.median(gaps))
+    head = (
+        f"median gap {g:.3f} nats above the paired control over the {len(gaps)} of {n} collapsed bursts "
+        "that recovered"
+    )
+    if g > H7_SUPPORT:
+        return "supported", f"{head} (above {H7_SUPPORT:g})"
+    if g < H7_REFUTE:
+        return "refuted", f"{head} (below {H7_REFUTE:g})"
+    return "inconclusive", f"{head} (between {H7_REFUTE:g} and {H7_SUPPORT:g})"
+
+
+VERDICTS = {"H6": verdict_h6, "H7": verdict_h7}
 
 
 # -- what the chapter records (each takes the chapter handle ``ch``: value, glue, verdict) --------------
@@ -512,6 +612,15 @@ def record_bursts(ch, p, runs: dict, sm: dict, which: list) -> None:
     ch.glue("collapsing", _mults(coll_m) or "none")
     ch.glue("collapsing_all", _mults(all_m) or "none")
     ch.glue("lowest_collapsing", f"×{min(coll_m):g}" if coll_m else "none")
+    lo, hi = onset_bracket(p.multipliers, {m: sm[m]["collapsed"] for m in p.multipliers})
+    ch.value(
+        "onset_bracket",
+        [lo, hi],
+        note="the grid's multipliers around the collapse onset: the highest below the lowest collapsing one "
+        "(no seed collapsed; None: the lowest tried already collapses) and that one (None: none "
+        "collapsed); trained",
+    )
+    ch.glue("onset_txt", onset_text(p.multipliers, sm, len(p.seeds)))
     n_col = sum(sm[m]["collapsed"] for m in p.multipliers)
     n_rec = sum(sm[m]["recovered"] for m in p.multipliers)
     ch.value("n_collapsed", n_col, note="collapsed bursts over all seeds and multipliers; trained")
@@ -521,6 +630,34 @@ def record_bursts(ch, p, runs: dict, sm: dict, which: list) -> None:
         "n_climbing",
         len(which),
         note="collapsed, not recovered, final srank at least CLIMB above its minimum; trained",
+    )
+
+
+def onset_bracket(multipliers, collapsed: dict) -> tuple[float | None, float | None]:
+    """(below, at) the collapse onset on the grid: ``at`` the lowest multiplier at which some seed's burst
+    collapsed, ``below`` the grid's next lower multiplier, where (by the choice of ``at``) none did. None
+    where the grid does not reach that far (every multiplier collapses, or none does)."""
+    ms = sorted(multipliers)
+    at = next((m for m in ms if collapsed[m] > 0), None)
+    if at is None:
+        return ms[-1], None
+    i = ms.index(at)
+    return (ms[i - 1] if i else None), at
+
+
+def onset_text(multipliers, sm: dict, n_seeds: int) -> str:
+    """The onset bracket for the prose: "between ×10 (0 of 3 seeds collapsed) and ×12 (2 of 3)", or where
+    the grid does not bracket it."""
+    lo, hi = onset_bracket(multipliers, {m: sm[m]["collapsed"] for m in multipliers})
+    if hi is None:
+        return f"above the grid (0 of {n_seeds} seeds collapsed at ×{lo:g}, the highest tried)"
+    if lo is None:
+        return (
+            f"below the grid (×{hi:g}, the lowest tried, collapsed {sm[hi]['collapsed']} of {n_seeds} seeds)"
+        )
+    return (
+        f"between ×{lo:g} (0 of {n_seeds} seeds collapsed) and ×{hi:g} ({sm[hi]['collapsed']} of "
+        f"{n_seeds}), a step of {hi / lo:.2g}x"
     )
 
 
@@ -616,11 +753,12 @@ def table_extensions(ext_rows: list[dict]) -> str:
 
 
 def record_qk(ch, p, qk: dict, sm: dict, ext_rec: dict) -> dict:
-    """Record the query-key gradients (after each burst, the skip-collapse and healthy medians, the
-    collapsed bursts' median, its Spearman correlation with the final srank) and glue them and their
-    ratios as numbers ("–" where one side is missing) for the prose. Returns the skip and healthy medians,
-    the collapsed bursts' (multiplier, row) pairs, their Q/K gradients and whether each recovered (in the
-    branch or its extension), which the verdicts read."""
+    """Record the query-key gradients (after each burst, the skip collapses per seed and their median, the
+    healthy median, the collapsed bursts' median, its Spearman correlation with the final srank) and glue
+    them and their ratios as numbers ("–" where one side is missing) for the prose. Returns the skip
+    collapses' median and per-seed values, the healthy median, the collapsed bursts' (multiplier, row)
+    pairs, their Q/K gradients and whether each recovered (in the branch or its extension), which the
+    verdicts read."""
     qk_skip = float(np.median(list(qk["skip"].values()))) if qk["skip"] else None
     qk_healthy = float(np.median(list(qk["healthy"].values())))
     col_rows = [(m, r) for m in p.multipliers for r in sm[m]["rows"] if r["collapsed"]]
@@ -639,6 +777,18 @@ def record_qk(ch, p, qk: dict, sm: dict, ext_rec: dict) -> dict:
         rtol=1.0,
         note="skip-collapsed networks (None: none settled); order of magnitude",
     )
+    ch.value(
+        "qk_skip_by_seed",
+        {str(s): v for s, v in qk["skip"].items()},
+        rtol=1.0,
+        glue=False,
+        note="each settled skip collapse (the closed reference), per seed; order of magnitude",
+    )
+    ch.glue(
+        "qk_skip_spread",
+        "–" if len(qk["skip"]) < 2 else f"{max(qk['skip'].values()) / min(qk['skip'].values()):.2g}",
+    )
+    ch.glue("n_skip", len(qk["skip"]))
     ch.value("qk_healthy_median", qk_healthy, rtol=1.0, note="healthy parents; order of magnitude")
     qk_col_med = float(np.median(col_qk)) if col_qk else None
     ch.value(
@@ -667,6 +817,7 @@ def record_qk(ch, p, qk: dict, sm: dict, ext_rec: dict) -> dict:
     ch.glue("qk_spearman_txt", "–" if rho_qk is None else f"{rho_qk:.2f}")
     return {
         "skip": qk_skip,
+        "skip_by_seed": {str(s): v for s, v in qk["skip"].items()},
         "healthy": qk_healthy,
         "col_rows": col_rows,
         "col_qk": col_qk,
@@ -697,40 +848,72 @@ def record_loss_gaps(ch, p, sm: dict, path: dict, ext_rec: dict) -> list:
     return rec_gaps
 
 
+def h6_evidence(p, path: dict) -> dict:
+    """H6's evidence from :func:`record_qk`'s ``path``: each collapsed burst's label, Q/K and recovery, the
+    closed reference (the largest skip collapse's Q/K; None: no driver settled) beside the skip collapses'
+    median and per-seed values, the healthy median and how many bursts were run."""
+    return {
+        "bursts": [f"seed {r['seed']} x{m:g}" for m, r in path["col_rows"]],
+        "qk_collapsed": path["col_qk"],
+        "recovered": path["col_rec"],
+        "qk_skip": max(path["skip_by_seed"].values()) if path["skip_by_seed"] else None,
+        "qk_skip_median": path["skip"],
+        "qk_skip_by_seed": path["skip_by_seed"],
+        "qk_healthy": path["healthy"],
+        "n_bursts": len(p.seeds) * len(p.multipliers),
+    }
+
+
 def judge_h6_h7(ch, p, sm: dict, path: dict, rec_gaps: list) -> None:
-    """Verdicts H6 (:func:`verdict_h6`, :data:`H6_RULE`) and H7 (:func:`verdict_h7`, :data:`H7_RULE`); glue
-    H6's path word (:func:`h6_path`), the collapsed bursts that recovered, and both rules as recorded."""
-    col_qk, col_rec, qk_skip, qk_healthy = path["col_qk"], path["col_rec"], path["skip"], path["healthy"]
-    v6, why6 = verdict_h6(col_qk, col_rec, qk_skip, qk_healthy)
+    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) and H7 (:func:`verdict_h7`, :data:`RULE_H7`). The
+    old H6 rule's verdict (:func:`old_verdict_h6`) on the same evidence is recorded as a value beside. Glue
+    the path's state as the rule tests it (:func:`path_state`), its counts, the collapsed bursts that
+    recovered, both verdicts' reasons and the rules as recorded."""
+    ev6 = h6_evidence(p, path) | {
+        "collapsed": {f"{m:g}": sm[m]["collapsed"] for m in p.multipliers},
+        "recovered_by_multiplier": {f"{m:g}": sm[m]["recovered"] for m in p.multipliers},
+        "onset_bracket": list(onset_bracket(p.multipliers, {m: sm[m]["collapsed"] for m in p.multipliers})),
+    }
+    v6, why6 = verdict_h6(ev6)
     ch.verdict(
         "H6",
         v6,
         claim="a learning-rate burst collapses the rank with the path open, and it can recover untreated",
-        rule=H6_RULE,
-        evidence={
-            "reason": why6,
-            "collapsed": {f"{m:g}": sm[m]["collapsed"] for m in p.multipliers},
-            "recovered": {f"{m:g}": sm[m]["recovered"] for m in p.multipliers},
-            "qk_collapsed_bursts": col_qk,
-            "qk_skip_median": qk_skip,
-            "qk_healthy_median": qk_healthy,
-        },
+        rule=RULE_H6,
+        evidence=ev6 | {"reason": why6},
     )
-    v7 = verdict_h7(rec_gaps)
+    old6, old_why6 = old_verdict_h6(ev6)
+    ch.value(
+        "h6_old_rule_verdict",
+        old6,
+        note="H6 by the previous rule (open also required 1/10 of the healthy Q/K), same evidence",
+    )
+    ev7 = {
+        "recovered_gaps": rec_gaps,
+        "n_collapsed": len(path["col_rows"]),
+        "all_gaps": {f"{m:g}": [r["loss_gap"] for r in sm[m]["rows"]] for m in p.multipliers},
+    }
+    v7, why7 = verdict_h7(ev7)
     ch.verdict(
         "H7",
         v7,
         claim="the loss stays above a healthy network's after the rank recovers",
-        rule=H7_RULE,
-        evidence={
-            "recovered_gaps": rec_gaps,
-            "all_gaps": {f"{m:g}": [r["loss_gap"] for r in sm[m]["rows"]] for m in p.multipliers},
-        },
+        rule=RULE_H7,
+        evidence=ev7 | {"reason": why7},
     )
-    ch.glue("h6_path", h6_path(col_qk, qk_skip, qk_healthy))
-    ch.glue("h6_recovered", sum(col_rec))
-    ch.glue("rule6", H6_RULE)
-    ch.glue("rule7", H7_RULE)
+    ps = path_state(ev6)
+    ch.glue("h6_path", ps["state"])
+    ch.glue("h6_open_txt", "–" if ps["n_open"] is None else f"{ps['n_open']} of {len(path['col_qk'])}")
+    ch.glue("h6_recovered", sum(path["col_rec"]))
+    ch.glue("h6_reason", why6)
+    ch.glue("h6_old_reason", old_why6)
+    ch.glue("h6_old_verdict", old6)
+    ch.glue("h7_reason", why7)
+    ch.glue("open_factor", OPEN_FACTOR)
+    ch.glue("qk_ref_txt", "–" if ev6["qk_skip"] is None else f"{ev6['qk_skip']:.2e}")
+    ch.glue("rule6", RULE_H6)
+    ch.glue("old_rule6", OLD_RULE_H6)
+    ch.glue("rule7", RULE_H7)
 
 
 # -- figures ----------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ same branch ``repair-treatments`` asks for (loaded by content if it ran).
 from __future__ import annotations
 
 import statistics
+from fractions import Fraction
 
 import numpy as np
 
@@ -25,11 +26,25 @@ SCHEMA = Schema(
     "repair-path",
     common.DRIVER_PARAMS
     + [
+        # H4 is decided on the held switches, so their grid must locate the recovery threshold and reach a
+        # refutation: its lowest value lies at or below 1.5x the alpha of collapse (full: 0.03 = 1.5x the
+        # 0.02 floor). smoke's drivers first cross anywhere from alpha 0.2 down to its floor 0 (seeds 0, 1:
+        # 0.2 and 0.05 native, 0.0 and 0.05 avx2, 0.0 and 0.0 scalar: median 0.125, 0.025 and 0), so its
+        # lowest value is the floor 0 itself (the untreated branch, shared by content with
+        # repair-treatments'): a refutation stays reachable even where the median crossing is at the floor
+        # (with 0.02 there, scalar's median crossing 0 made H4 "unreachable" where native's was supported).
+        # smoke keeps five values (each costs two branches of 400 steps); its switches recover only from
+        # 0.6 (seed 0 at 0.6: after 340 of 400 steps in one run, not at all in another, native kernels), so
+        # 1.0 stands above it, where the smoke network does recover.
         Param(
             "switch_alphas",
             "float_list",
-            "alpha held after the switch (one branch per value and event)",
-            [0.1, 0.3, 0.6],
+            "alpha held after the switch (one branch per value and event; increasing)",
+            {
+                "smoke": [0.0, 0.1, 0.3, 0.6, 1.0],
+                "full": [0.03, 0.1, 0.15, 0.2, 0.25, 0.3, 0.6],
+                "paper": [0.03, 0.1, 0.15, 0.2, 0.25, 0.3, 0.6],
+            },
             low=0.0,
             high=1.0,
         ),
@@ -50,11 +65,16 @@ SCHEMA = Schema(
             high=10**6,
         ),
         *common.RECOVERY_PARAMS,  # the same recovery rule as repair-treatments
+        # H5 is judged at the delay alpha whose undelayed switch recovered in a share of events closest to
+        # 1/2 (strictly between 0 and 1): full delays at the three alphas between "never" (0.1) and "always"
+        # (0.3) of the previous grid; two delays keep its cost that of three delays at two alphas. smoke:
+        # one delay at 0.3, where no smoke switch recovered (H5 inconclusive by the rule, as the recovery
+        # there is certain or impossible at every delayed alpha).
         Param(
             "delays",
             "int_list",
             "further steps held at alpha_min before a delayed switch (multiples of 10, increasing)",
-            {"smoke": [100], "full": [100, 300, 500], "paper": [500, 1500, 3000]},
+            {"smoke": [100], "full": [250, 500], "paper": [500, 1500, 3000]},
             low=10,
             high=10**7,
         ),
@@ -63,7 +83,35 @@ SCHEMA = Schema(
             "float_list",
             "alpha switched to after each delay (each must be one of switch_alphas: "
             "the undelayed switch is the held one)",
-            {"smoke": [0.3], "full": [0.1, 0.3], "paper": [0.1, 0.3]},
+            {"smoke": [0.3], "full": [0.15, 0.2, 0.25], "paper": [0.15, 0.2, 0.25]},
+            low=0.0,
+            high=1.0,
+        ),
+        # H3's control: a network that reaches the same small alpha without collapsing. full: depth 6, at
+        # which the full driver at alpha_min = 0.02 does not collapse (repair-driver's depth grid). smoke
+        # (alpha_min = 0, no skip at all): depth 6 sits on the knife-edge (final srank 1.03 native, 1.58
+        # avx2) and depth 4 collapsed (settled; final srank 1.35 and 1.00, seeds 0 and 1, native). Depth 2
+        # does not: final 10-measurement median srank 2.46 and 2.10 native, 2.42 and 2.10 avx2 (seeds 0, 1;
+        # never settled, lowest single measurement after the ramp 1.42-1.46), its median Q/K task gradient
+        # at alpha 0 15-18x the healthy depth-12 network's. (Depth 1: 2.87 and 2.49 under both kernels.)
+        Param(
+            "control_depth",
+            "int",
+            "depth of H3's control: a driver through the same ramp to the same alpha_min that does not "
+            "collapse",
+            {"smoke": 2, "full": 6, "paper": 6},
+            low=1,
+            high=96,
+        ),
+        # H7's control: the same model and seed ramped only down to each of these alphas and held there,
+        # never collapsed, as far as the switches at that alpha reach (one driver per seed and alpha; at 1,
+        # the healthy network). smoke: its switches recover only at 0.6 and 1.0.
+        Param(
+            "h7_control_alphas",
+            "float_list",
+            "held alphas whose recovered switches enter H7, each beside a never-collapsed control held at "
+            "the same alpha (each must be one of switch_alphas)",
+            {"smoke": [0.6, 1.0], "full": [0.3, 0.6], "paper": [0.3, 0.6]},
             low=0.0,
             high=1.0,
         ),
@@ -87,11 +135,19 @@ def validate(p) -> None:
     common.validate_driver(p)
     if any(d % 10 for d in p.delays) or list(p.delays) != sorted(set(p.delays)):
         raise ParameterError(f"parameter 'delays' = {p.delays} must be strictly increasing multiples of 10")
-    missing = [a for a in p.delay_alphas if a not in p.switch_alphas]
-    if missing:
+    if list(p.switch_alphas) != sorted(set(p.switch_alphas)):
+        raise ParameterError(f"parameter 'switch_alphas' = {p.switch_alphas} must be strictly increasing")
+    for name in ("delay_alphas", "h7_control_alphas"):
+        missing = [a for a in getattr(p, name) if a not in p.switch_alphas]
+        if missing:
+            raise ParameterError(
+                f"parameter '{name}' = {getattr(p, name)}: each must be one of "
+                f"switch_alphas = {p.switch_alphas} (missing {missing})"
+            )
+    if p.control_depth >= p.depth:
         raise ParameterError(
-            f"parameter 'delay_alphas' = {p.delay_alphas}: each must be one of "
-            f"switch_alphas = {p.switch_alphas} (missing {missing})"
+            f"parameter 'control_depth' = {p.control_depth} must be below 'depth' = {p.depth} (H3's control "
+            "is a shallower network that does not collapse)"
         )
     if p.trace_every <= 0 or p.trace_every % tr.RunSpec.weights_every:
         raise ParameterError(
@@ -151,11 +207,24 @@ def delay_segments(p, e, d: int, a: float) -> list:
     return [(untreated_spec(p, e), d), (switch_spec(p, e["seed"], e["start"] + d, a), p.branch_steps)]
 
 
-def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, dict]:
+def control_steps(p, e, alpha: float) -> int:
+    """How far H7's control at ``alpha`` for event ``e`` runs: as far as the switches at ``alpha`` reach (the
+    held one, and the delayed ones when ``alpha`` is a delay alpha)."""
+    reach = p.branch_steps + (max(p.delays) if alpha in p.delay_alphas else 0)
+    return e["start"] + reach
+
+
+def run_switches(
+    p, events: list[dict], log=print, healthy: dict | None = None
+) -> tuple[dict, dict, dict, dict, dict]:
     """Everything trained from the saved collapses, in one parallel pool: switches held at each switch alpha
     (``branch_steps``), at each probe alpha for ``after_steps`` (gradients read at their end), the reversed
     ramp of ``repair-treatments`` and the delayed switches (chains: untreated for each delay, then the
-    switch). Returns (hold, after, rev, delayed)."""
+    switch); and the controls: per event seed, H3's driver of depth ``control_depth`` through the same ramp
+    to the same alpha_min, and H7's never-collapsed drivers held at each ``h7_control_alphas`` value
+    (:func:`rankcollapse.lm.runs.held_control_job`, as far as :func:`control_steps`; at alpha = 1 that
+    control is the healthy network, taken from ``healthy``). Returns (hold, after, rev, delayed, controls)
+    with ``controls = {"h3": {seed: summary}, "h7": {seed: {alpha: summary}}}``."""
     jobs, labels, tags = [], [], []
     for e in events:
         for d in p.delays:  # shortest first: each longer delay continues the untreated branch of the last
@@ -163,6 +232,17 @@ def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, di
                 jobs.append(("chain", {"parent": e["collapse"], "segments": delay_segments(p, e, d, a)}))
                 labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps")
                 tags.append(("delay", e["seed"], (d, a)))
+    for e in events:
+        s = e["seed"]
+        jobs.append(("driver", rp.driver_job(p, s, depth=p.control_depth)))
+        labels.append(f"seed {s} control: depth {p.control_depth} to alpha {p.alpha_min:g}")
+        tags.append(("h3", s, None))
+        for a in p.h7_control_alphas:
+            if a == 1.0 and healthy is not None:  # ramped "down" to 1: the healthy network itself
+                continue
+            jobs.append(("driver", rp.held_control_job(p, s, a, control_steps(p, e, a))))
+            labels.append(f"seed {s} control: ramp to alpha {a:g} and held")
+            tags.append(("h7", s, a))
     for e in events:
         # the short runs first: a held switch at the same alpha then continues one (same trajectory)
         for a in p.probe_alphas:
@@ -205,6 +285,7 @@ def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, di
         tags.append(("rev", e["seed"], None))
     res = rp.run_jobs(jobs, p.workers, log, labels)
     hold, after, rev, delayed = {}, {}, {}, {}
+    controls = {"h3": {}, "h7": {}}
     for (kind, s, a), o in zip(tags, res):
         if kind == "hold":
             hold.setdefault(s, {})[a] = o
@@ -212,9 +293,26 @@ def run_switches(p, events: list[dict], log=print) -> tuple[dict, dict, dict, di
             after.setdefault(s, {})[a] = o
         elif kind == "delay":
             delayed.setdefault(s, {})[a] = o
+        elif kind == "h3":
+            controls["h3"][s] = o
+        elif kind == "h7":
+            controls["h7"].setdefault(s, {})[a] = o
         else:
             rev[s] = o
-    return hold, after, rev, delayed
+    if healthy is not None and 1.0 in p.h7_control_alphas:
+        for e in events:
+            controls["h7"].setdefault(e["seed"], {})[1.0] = healthy[e["seed"]]
+    return hold, after, rev, delayed, controls
+
+
+def h7_control_collapsed(p, c: dict, alpha: float) -> bool:
+    """Whether H7's control at ``alpha`` collapsed (:func:`rankcollapse.lm.runs.control_collapsed`); at
+    alpha = 1 (the healthy network, whose detector is armed from step 0 and may have settled on the early
+    dip it heals from) by its final srank alone."""
+    if alpha == 1.0:
+        h = c["hist"]
+        return rp.median_around(h, h["m_step"][-1]) < p.threshold
+    return rp.control_collapsed(c, p.threshold)
 
 
 def gradients_after(p, events, after: dict) -> dict:
@@ -229,7 +327,20 @@ def gradients_after(p, events, after: dict) -> dict:
     return out
 
 
-def summarise_switches(p, events, hold, healthy) -> dict:
+def control_gap(b: dict, control: dict | None) -> float | None:
+    """A switch branch's final probe loss minus its never-collapsed control's at the same step (None: no
+    control at that alpha, or the control does not reach that step)."""
+    if control is None or b["step"] not in control["hist"]["m_step"]:
+        return None
+    return b["final_probe"]["loss"] - rp.at_step(control["hist"], b["step"], "probe_loss")
+
+
+def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -> dict:
+    """Per held alpha: per event, steps to recovery (None: not within the branch), final srank, the loss gap
+    to the healthy network at the same step and, at the ``h7_control_alphas``, to the never-collapsed
+    control held at the same alpha (``control_gap``; None elsewhere); the count recovered and the median
+    steps."""
+    h7 = (controls or {}).get("h7", {})
     out = {}
     for a in p.switch_alphas:
         rows = []
@@ -243,6 +354,8 @@ def summarise_switches(p, events, hold, healthy) -> dict:
                     "recovered_after": rec,
                     "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window :]),
                     "loss_gap": gap,
+                    "control_gap": control_gap(b, h7.get(e["seed"], {}).get(a)),
+                    "step": b["step"],
                 }
             )
         steps = [r["recovered_after"] for r in rows if r["recovered_after"] is not None]
@@ -285,6 +398,47 @@ def _ratio(a_rec: float | None, a_col: float) -> float | None:
     if a_rec is None:
         return None
     return a_rec / a_col if a_col > 0 else float("inf")
+
+
+def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dict]:
+    """H3's control per event seed: the driver of depth ``control_depth`` through the same ramp to the same
+    alpha_min (its final state, at alpha_min), whether it collapsed
+    (:func:`rankcollapse.lm.runs.control_collapsed`), its final srank (10-measurement median), its
+    median-over-blocks Q/K task gradient at alpha_min on the probe batch, and that over the healthy
+    network's of the same seed (:func:`gradients_at_collapse`)."""
+    out = []
+    for e in events:
+        s = e["seed"]
+        c = controls["h3"][s]
+        m = tr.load_model(_final_path(c), p.alpha_min)
+        g = gp.block_grad_norms(m, *_probe(p, s), alpha=p.alpha_min)
+        qk, qh = med(g["task_qk"]), med(grads[s]["healthy"]["task_qk"])
+        out.append(
+            {
+                "seed": s,
+                "depth": p.control_depth,
+                "collapsed": rp.control_collapsed(c, p.threshold),
+                "final_srank": rp.median_around(c["hist"], c["hist"]["m_step"][-1]),
+                "qk": qk,
+                "qk_healthy": qh,
+                "qk_ratio": qk / qh,
+                "task_qk": g["task_qk"],
+            }
+        )
+    return out
+
+
+def ramp_rate(p) -> float:
+    """The driver's (and the reversed ramp's) change of alpha per step."""
+    return (1.0 - p.alpha_min) / (p.ramp_end - p.ramp_start)
+
+
+def detection_lag_alpha(p) -> float:
+    """The reversed ramp's detection lag in alpha: the recovery median over ``recover_window`` measurements
+    (10 steps apart) answers about half its span late, ``recover_window * 10 / 2`` steps, at
+    :func:`ramp_rate` per step. The network's own response (the held switches take tens to hundreds of steps
+    to recover) comes on top."""
+    return p.recover_window * tr.RunSpec.measure_every / 2 * ramp_rate(p)
 
 
 def weight_rank_table(p, events, drivers, healthy) -> dict:
@@ -456,8 +610,12 @@ def fig_switches(p, events, hold):
     import matplotlib.pyplot as plt
 
     A = list(p.switch_alphas)
-    fig, axs = plt.subplots(1, len(A), figsize=(3.3 * len(A), 2.8), sharey=True, squeeze=False)
-    for ax, a in zip(axs[0], A):
+    ncol = min(4, len(A))
+    nrow = -(-len(A) // ncol)
+    fig, axs = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.8 * nrow), sharey=True, squeeze=False)
+    for ax in axs.flat[len(A) :]:
+        ax.axis("off")
+    for ax, a in zip(axs.flat, A):
         for i, e in enumerate(events):
             h = hold[e["seed"]][a]["hist"]
             ax.plot(
@@ -471,7 +629,8 @@ def fig_switches(p, events, hold):
         ax.axhline(p.threshold, color="gray", lw=0.6)
         ax.set_title(f"alpha held at {a}", fontsize=9)
         ax.set_xlabel("steps after switch", fontsize=8)
-    axs[0, 0].set_ylabel("srank, last block (median)")
+    for row in axs:
+        row[0].set_ylabel("srank, last block (median)")
     axs[0, 0].legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -481,11 +640,13 @@ def fig_switches(p, events, hold):
 CENSOR = 10  # a switch that never recovers is counted as branch_steps + CENSOR steps where a time is needed
 
 
-def delayed_points(p, events, hold, delayed, healthy) -> list[dict]:
+def delayed_points(p, events, hold, delayed, healthy, controls: dict | None = None) -> list[dict]:
     """One row per (event, delay, alpha), delay 0 being the held switch: the predictor (median over blocks of
     the query-key gradient right after the switch, before any update), the last block's srank just before the
-    switch, steps to recovery (None: not within ``branch_steps``), final srank, and the loss gap to the
-    healthy network at the same step (None past the healthy run's end)."""
+    switch, steps to recovery (None: not within ``branch_steps``), final srank, the loss gap to the healthy
+    network at the same step (None past the healthy run's end) and to H7's never-collapsed control at the
+    same alpha (None: no control there, or past its end)."""
+    h7 = (controls or {}).get("h7", {})
     rows = []
     for e in events:
         s = e["seed"]
@@ -514,6 +675,7 @@ def delayed_points(p, events, hold, delayed, healthy) -> list[dict]:
                         "recovered_after": rec,
                         "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window :]),
                         "loss_gap": gap,
+                        "control_gap": control_gap(b, h7.get(s, {}).get(a)),
                     }
                 )
     return rows
@@ -524,16 +686,31 @@ def censored(rec, branch_steps: int) -> int:
 
 
 def h5_alpha(p) -> float:
-    """The switch scale H5 is judged at: 0.3 (the paper's Figure 7) if delayed switches use it, else the
-    largest."""
+    """The switch scale the previous H5 rule (:func:`old_verdict_h5`) was judged at: 0.3 (the paper's
+    Figure 7) if delayed switches use it, else the largest delayed alpha."""
     return 0.3 if 0.3 in p.delay_alphas else max(p.delay_alphas)
 
 
-def delay_effect(p, rows) -> dict:
-    """Per event at :func:`h5_alpha`: steps to recovery undelayed and after the longest delay (censored at
-    branch_steps + 10 when it never recovered), and the Spearman correlation of delay and censored recovery
-    time over all points at that alpha (None with fewer than 4 points)."""
-    a = h5_alpha(p)
+def recovered_fractions(p, sw: dict) -> dict:
+    """Per delay alpha: (events whose undelayed held switch recovered, events)."""
+    return {a: (sw[a]["recovered"], sw[a]["events"]) for a in p.delay_alphas}
+
+
+def choose_h5_alpha(fractions: dict) -> float | None:
+    """H5's alpha, by a rule fixed before the results: among the delay alphas, the one whose undelayed held
+    switch recovered in a share of events strictly between 0 and 1 and closest to 1/2 (ties: the lower
+    alpha); None when recovery is certain or impossible at every delay alpha."""
+    cands = [(Fraction(abs(2 * r - n), 2 * n), a) for a, (r, n) in fractions.items() if n and 0 < r < n]
+    return min(cands)[1] if cands else None
+
+
+def delay_effect(p, rows, alpha: float | None = None) -> dict:
+    """Per event at ``alpha`` (default :func:`h5_alpha`): steps to recovery undelayed (``t0``) and after the
+    longest delay (``tmax``; None: no recovery within the branch), their difference with a switch that never
+    recovered counted as branch_steps + 10 (``diff``, the previous rule's reading), and the Spearman
+    correlation of delay and censored recovery time over all points at that alpha (None with fewer than 4
+    points)."""
+    a = h5_alpha(p) if alpha is None else alpha
     pts = [r for r in rows if r["alpha"] == a]
     per = {}
     for r in pts:
@@ -551,16 +728,26 @@ def delay_effect(p, rows) -> dict:
     rho = spearman([r["delay"] for r in pts], [censored(r["recovered_after"], p.branch_steps) for r in pts])
     return {
         "alpha": a,
+        "longest_delay": dmax,
         "events": ev,
         "spearman": rho,
         "any_recovered": any(r["recovered_after"] is not None for r in pts),
     }
 
 
-def h5_verdict(eff: dict, margin: int = 20) -> str:
-    """supported: no event recovers faster (by ``margin`` steps) after the longest delay than undelayed, and
-    more than half the events recover slower by ``margin`` or not at all; refuted: more than half recover
-    faster by ``margin``; inconclusive: otherwise, or when nothing recovered at any delay."""
+OLD_RULE_H5 = (
+    "at alpha = 0.3 (else the largest delayed alpha), per event: steps to recovery after the longest delay "
+    "minus undelayed (no recovery = branch length + 10); supported if no event recovers 20 or more steps "
+    "faster after the delay and more than half recover 20 or more steps slower (or not at all); refuted if "
+    "more than half recover 20 or more steps faster; inconclusive otherwise or if no switch at that alpha "
+    "recovered"
+)
+
+
+def old_verdict_h5(eff: dict, margin: int = 20) -> str:
+    """The chapter's previous H5 rule (:data:`OLD_RULE_H5`) on :func:`delay_effect` at :func:`h5_alpha`: its
+    alpha could sit where recovery is certain or impossible, and its 20-step margin lay inside the
+    within-seed spread of recovery times (+-25-40 steps). Kept to show its verdict beside the new one."""
     ev = eff["events"]
     if not ev or not eff["any_recovered"]:
         return "inconclusive"
@@ -571,6 +758,20 @@ def h5_verdict(eff: dict, margin: int = 20) -> str:
     if 2 * faster > len(ev):
         return "refuted"
     return "inconclusive"
+
+
+def h5_effects(p, sw: dict, rows: list[dict]) -> dict:
+    """What H5 reads: the undelayed switches' recovered shares per delay alpha, the alpha chosen by
+    :func:`choose_h5_alpha` (None: none neither certain nor impossible), the per-event effect of the longest
+    delay there (``new``; None without a chosen alpha) and at the previous rule's alpha (``old``)."""
+    fr = recovered_fractions(p, sw)
+    a = choose_h5_alpha(fr)
+    return {
+        "fractions": fr,
+        "alpha": a,
+        "new": delay_effect(p, rows, a) if a is not None else None,
+        "old": delay_effect(p, rows, h5_alpha(p)),
+    }
 
 
 def fit_threshold(points: list[tuple[float, bool]]) -> float | None:
@@ -939,6 +1140,130 @@ def record_switches(ch, p, sw: dict) -> None:
         atol=0.15,
         note="nats, probe loss minus healthy at the same step; trained",
     )
+    ch.value(
+        "switch_control_gap",
+        {str(a): [r["control_gap"] for r in sw[a]["rows"]] for a in p.h7_control_alphas},
+        glue=False,
+        atol=0.15,
+        note="nats, probe loss minus the never-collapsed control held at the same alpha, same step; trained",
+    )
+    steps = [r["recovered_after"] for a in p.switch_alphas for r in sw[a]["rows"] if r["recovered_after"]]
+    ch.glue(
+        "response_lag_text",
+        "not measured (no held switch recovered)"
+        if not steps
+        else f"{statistics.median(steps):g} steps, {statistics.median(steps) * ramp_rate(p):.2g} in alpha",
+    )
+    ch.glue("switch_alphas_text", _fmt_list(f"{a:g}" for a in p.switch_alphas))
+    ch.glue("h7_alphas_text", _fmt_list(f"{a:g}" for a in p.h7_control_alphas))
+
+
+def record_h3_control(ch, p, ctl: list[dict]) -> None:
+    """Record H3's control per event seed: its final srank, whether it collapsed, its median Q/K task
+    gradient at alpha_min and that over the healthy network's; glue the control depth, how many stayed
+    uncollapsed and the median ratio over those (``"no control"`` when none did)."""
+    ch.value(
+        "control_final_srank",
+        [c["final_srank"] for c in ctl],
+        rtol=0.3,
+        glue=False,
+        note="H3's control (depth control_depth to alpha_min): final 10-measurement median srank; trained",
+    )
+    ch.value(
+        "control_qk_ratio",
+        [c["qk_ratio"] for c in ctl],
+        rtol=1.0,
+        glue=False,
+        note="H3's control: median Q/K task gradient at alpha_min / the healthy one's; order of magnitude",
+    )
+    ok = [c for c in ctl if not c["collapsed"]]
+    ch.glue("control_depth_g", p.control_depth)
+    ch.glue("control_ok", f"{len(ok)} of {len(ctl)}")
+    ch.glue("control_srank_text", _fmt_list(f"{c['final_srank']:.2f}" for c in ctl))
+    ch.glue(
+        "control_qk_text",
+        "no control" if not ok else f"{float(np.median([c['qk_ratio'] for c in ok])):.2g}",
+    )
+
+
+def table_h3_control(ctl: list[dict], at_collapse: dict) -> str:
+    """HTML table: per event seed, H3's control (depth, final srank, collapsed or not, median Q/K task
+    gradient at alpha_min, its ratio to the healthy network's) beside the collapsed networks' median
+    ratio."""
+    return rp.html_table(
+        [
+            "seed",
+            "control depth",
+            "control final srank",
+            "control collapsed",
+            "control median Q/K gradient",
+            "control / healthy",
+            "collapsed / healthy (median over events)",
+        ],
+        [
+            [
+                c["seed"],
+                c["depth"],
+                f"{c['final_srank']:.2f}",
+                "yes (no control)" if c["collapsed"] else "no",
+                f"{c['qk']:.2e}",
+                f"{c['qk_ratio']:.2g}",
+                f"{at_collapse['qk_ratio']:.2g}",
+            ]
+            for c in ctl
+        ],
+    )
+
+
+def record_h7_controls(ch, p, sw: dict, rows: list[dict], controls: dict) -> dict:
+    """Record H7's controls (per seed and control alpha: final srank, collapsed or not) and the recovered
+    switches' excess loss over them (:func:`h7_pairs`); glue the median excess and the median gap to the
+    healthy network of the same branches. Returns the evidence, which the table reads."""
+    ev = h7_pairs(p, sw, rows, controls)
+    ch.value(
+        "h7_control_final_srank",
+        {f"seed {c['seed']} alpha {c['alpha']:g}": c["final_srank"] for c in ev["controls"]},
+        rtol=0.3,
+        glue=False,
+        note="H7's never-collapsed controls: final 10-measurement median srank; trained",
+    )
+    ex = [x["excess"] for x in ev["pairs"]]
+    ch.value(
+        "h7_excess_median_nats",
+        float(np.median(ex)) if ex else float("nan"),
+        atol=0.15,
+        glue=False,
+        note="nats: median over the recovered switches of the loss minus its control's at the same alpha "
+        "and step (which switches recover changes with the kernels, so the median is recorded, not the "
+        "list); trained",
+    )
+    ch.glue("h7_excess_median", "none" if not ex else f"{float(np.median(ex)):.3f}")
+    ch.glue(
+        "h7_healthy_median",
+        "none" if not ex else f"{float(np.median([x['gap_healthy'] for x in ev['pairs']])):.3f}",
+    )
+    ch.glue("h7_pairs_n", f"{len(ex)} of {ev['recovered']}")
+    ch.glue("h7_controls_collapsed", sum(c["collapsed"] for c in ev["controls"]))
+    ch.glue("h7_controls_n", len(ev["controls"]))
+    return ev
+
+
+def table_h7(ev: dict) -> str:
+    """HTML table: every recovered switch at a control alpha with a valid control: its loss above the
+    control held at the same alpha (the excess H7 decides on) and above the healthy network."""
+    return rp.html_table(
+        [
+            "seed",
+            "alpha",
+            "further collapsed steps",
+            "loss minus control (nats)",
+            "loss minus healthy (nats)",
+        ],
+        [
+            [x["seed"], f"{x['alpha']:g}", x["delay"], f"{x['excess']:.3f}", f"{x['gap_healthy']:.3f}"]
+            for x in ev["pairs"]
+        ],
+    )
 
 
 def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) -> None:
@@ -986,6 +1311,15 @@ def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) 
         "ramp; trained",
     )
     ch.glue("before_ramp", "well above" if sbr > p.threshold + 0.5 else "close to")
+    ch.glue("ramp_rate", ramp_rate(p))
+    ch.glue("detection_lag", detection_lag_alpha(p))
+    ch.glue("detection_lag_steps", p.recover_window * tr.RunSpec.measure_every // 2)
+    ch.glue("alpha_col_median", float(np.median([h["alpha_collapse"] for h in hy])))
+
+
+def _median_text(xs) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{np.median(xs):.3f}" if xs else "–"
 
 
 def table_switches(p, sw: dict) -> str:
@@ -1000,6 +1334,7 @@ def table_switches(p, sw: dict) -> str:
             "median steps to recovery",
             "final srank (median)",
             "loss minus healthy (median, nats)",
+            "loss minus control at that alpha (median, nats)",
             "paper recovered",
             "paper median steps",
         ],
@@ -1010,6 +1345,7 @@ def table_switches(p, sw: dict) -> str:
                 "–" if sw[a]["median_steps"] is None else sw[a]["median_steps"],
                 f"{np.median([r['final_srank'] for r in sw[a]['rows']]):.2f}",
                 f"{np.median([r['loss_gap'] for r in sw[a]['rows']]):.3f}",
+                _median_text([r["control_gap"] for r in sw[a]["rows"]]),
                 paper_recovered.get(a, "–"),
                 paper_steps.get(a, "–"),
             ]
@@ -1018,11 +1354,32 @@ def table_switches(p, sw: dict) -> str:
     )
 
 
-def record_delays(ch, p, rows: list[dict], eff: dict) -> None:
-    """Record the delayed switches: steps to recovery and srank before each switch, the per-event change of
-    the recovery time after the longest delay and the Spearman correlation of delay and recovery time; glue
-    the delays and delayed alphas, and per event (as lists) the steps to recovery undelayed and after the
-    longest delay ("no recovery": none within the branch)."""
+def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
+    """Record the delayed switches: steps to recovery and srank before each switch, the undelayed switches'
+    recovered share per delay alpha and the alpha H5 is judged at (:func:`h5_effects`; where there is none,
+    the previous rule's alpha is shown), the per-event change of the recovery time after the longest delay
+    there and the Spearman correlation of delay and recovery time; glue the delays and delayed alphas, and
+    per event (as lists) the steps to recovery undelayed and after the longest delay ("no recovery": none
+    within the branch)."""
+    eff = h5["new"] or h5["old"]
+    ch.value(
+        "h5_recovered_share",
+        {f"{a:g}": list(x) for a, x in h5["fractions"].items()},
+        atol=4,
+        glue=False,
+        note="per delay alpha: [events recovered, events] of the undelayed held switch; trained",
+    )
+    ch.glue(
+        "h5_alpha_text",
+        "none: at every delayed alpha the undelayed switch recovered in all events or in none"
+        if h5["alpha"] is None
+        else f"{h5['alpha']:g}",
+    )
+    ch.glue(
+        "h5_shares_text",
+        _fmt_list(f"{r} of {n} at {a:g}" for a, (r, n) in h5["fractions"].items()),
+    )
+    ch.glue("h5_margin", H5_MARGIN)
     ch.value(
         "delayed_recovered_after",
         {f"seed {r['seed']} alpha {r['alpha']} delay {r['delay']}": r["recovered_after"] for r in rows},
@@ -1050,7 +1407,7 @@ def record_delays(ch, p, rows: list[dict], eff: dict) -> None:
     )
     ch.glue("delays_text", _fmt_list(p.delays))
     ch.glue("delay_alphas_text", _fmt_list(f"{a:g}" for a in p.delay_alphas))
-    ch.glue("h5_alpha", eff["alpha"])
+    ch.glue("h5_alpha", eff["alpha"])  # the alpha whose per-event times are shown
     ch.glue("max_delay", max(p.delays))
     ch.glue("delay_seeds", _fmt_list(e["seed"] for e in eff["events"]))
     ch.glue("delay_t0", _fmt_list("no recovery" if e["t0"] is None else e["t0"] for e in eff["events"]))
@@ -1267,143 +1624,443 @@ def record_trace(ch, p, ts: dict) -> dict:
 
 
 # -- verdicts ----------------------------------------------------------------------------------------------
-def judge_h3(ch, at_collapse: dict) -> str:
-    """H3: the task gradient no longer reaches Q/K; the hinge's gradient fades before the collapsing (late)
-    blocks. Reads :func:`record_block_grads`' summaries."""
-    qk_ratio = at_collapse["qk_ratio"]
-    hinge_first, hinge_last = at_collapse["hinge_first"], at_collapse["hinge_last"]
-    hinge_fade = hinge_first / max(hinge_last, 1e-300)
-    if qk_ratio < 0.01 and hinge_fade >= 10:
-        v = "supported"
-    elif qk_ratio >= 1 / 3 or hinge_fade < 1:
-        v = "refuted"
-    else:
-        v = "inconclusive"
+# Each rule is a pure function of its evidence, verdict_<id>(evidence) -> (verdict, one-line reason),
+# stated (RULE_<ID>) before the results of issue #17's runs; tests/test_verdicts_repair_path.py reaches every
+# outcome of each on synthetic evidence. Where a rule replaced the chapter's previous one, OLD_RULE_<ID> and
+# old_verdict_<id> give the previous rule's verdict on the same run, recorded beside.
+QK_CLOSED = 0.01  # H3: the collapsed networks' Q/K task gradient below this share of the healthy one's
+QK_OPEN = 0.1  # H3: a control whose Q/K task gradient keeps at least this share has an open path
+HINGE_FADE = 10  # H3: the hinge's gradient at least this much larger in the first block than in the last
+H5_MARGIN = 50  # H5: steps; the within-seed spread of recovery times is +-25-40 steps (issue #17)
+H7_SUPPORT, H7_REFUTE = 0.05, 0.01  # H7: nats of excess loss over the never-collapsed control
+
+RULE_H3 = (
+    "with r = the collapsed networks' median Q/K task gradient (median over blocks, then events) over the "
+    "healthy networks' and fade = the hinge's gradient in the first block over the last (medians over "
+    "events): refuted if r >= 1/3 or fade < 1; else, with the control (per event seed, a network of "
+    "depth control_depth driven through the same ramp to the same alpha_min; one that collapsed, by its "
+    "detector or a final 10-measurement median srank below the threshold, is no control) and c = the median "
+    "over the "
+    "uncollapsed controls of their Q/K task gradient at alpha_min over the healthy network's of the same "
+    f"seed: inconclusive if no control stayed uncollapsed, or if c < {QK_OPEN:g} (the small alpha alone "
+    f"closes the path, so the closure cannot be blamed on the collapse); supported if r < {QK_CLOSED:g} and "
+    f"fade >= {HINGE_FADE}; else inconclusive"
+)
+OLD_RULE_H3 = (
+    "supported if the collapsed networks' median Q/K task gradient is below 1/100 of the healthy one's and "
+    "the hinge's gradient is at least 10x larger in the first block than in the last; refuted if the Q/K "
+    "ratio is at least 1/3 or the hinge's gradient grows towards the last block; else inconclusive (no "
+    "control)"
+)
+
+
+def _fade(ev: dict) -> float:
+    return ev["hinge_first"] / max(ev["hinge_last"], 1e-300)
+
+
+def verdict_h3(ev: dict) -> tuple[str, str]:
+    """H3 from ``qk_ratio``, ``hinge_first``, ``hinge_last`` (:func:`record_block_grads`) and ``control``
+    (:func:`control_rows`: per seed ``depth``, ``collapsed``, ``final_srank``, ``qk_ratio``)."""
+    r, fade = ev["qk_ratio"], _fade(ev)
+    text = (
+        f"collapsed Q/K gradient {r:.2g} of healthy, hinge {fade:.3g}x larger in the first block than last"
+    )
+    if r >= 1 / 3:
+        return "refuted", f"the task gradient still reaches Q/K: {text}"
+    if fade < 1:
+        return "refuted", f"the hinge's gradient grows toward the collapsing blocks: {text}"
+    ctl = ev["control"]
+    ok = [c for c in ctl if not c["collapsed"]]
+    depth = ctl[0]["depth"] if ctl else "?"
+    if not ok:
+        return (
+            "inconclusive",
+            f"no control: {len(ctl)} of {len(ctl)} depth-{depth} controls collapsed themselves ({text})",
+        )
+    c = float(np.median([x["qk_ratio"] for x in ok]))
+    ctext = (
+        f"{text}; the uncollapsed depth-{depth} controls ({len(ok)} of {len(ctl)}) keep Q/K at {c:.2g} of "
+        "healthy"
+    )
+    if c < QK_OPEN:
+        return "inconclusive", f"the small alpha alone closes the path: {ctext}"
+    if r < QK_CLOSED and fade >= HINGE_FADE:
+        return "supported", f"the path is closed by the collapse, not the small alpha: {ctext}"
+    return "inconclusive", f"the path is not closed far enough or the hinge does not fade enough: {ctext}"
+
+
+def old_verdict_h3(ev: dict) -> str:
+    """The previous H3 rule (:data:`OLD_RULE_H3`): no control, so a path closed by the small alpha itself
+    counted for the collapse. Kept to show its verdict beside the new one."""
+    r, fade = ev["qk_ratio"], _fade(ev)
+    if r < QK_CLOSED and fade >= HINGE_FADE:
+        return "supported"
+    if r >= 1 / 3 or fade < 1:
+        return "refuted"
+    return "inconclusive"
+
+
+RULE_H4 = (
+    "with f = the median Q/K task gradient right after switching to the first probe alpha over that at the "
+    "collapse, alpha_col = the median over events of alpha at the driver's first crossing of the collapse "
+    "threshold, and alpha_rec = the smallest held switch alpha at which at least half the events recover "
+    "within the branch: refuted if f < 2; inconclusive (unreachable refutation) if no held alpha lies at or "
+    "below 1.5 alpha_col, or if no held alpha recovers half the events; refuted if alpha_rec <= 1.5 "
+    "alpha_col; supported if f >= 5 and alpha_rec >= 3 alpha_col; else inconclusive. The reversed ramp's "
+    "recovery alpha is reported, not decisive (most of it is response and detection lag)"
+)
+OLD_RULE_H4 = (
+    "supported if switching to the first probe alpha raises the median Q/K gradient at least 5x before any "
+    "update and the reversed ramp recovers in at least half the events, every one at an alpha at least 3x "
+    "the alpha of collapse; refuted if the rise is under 2x or some recovery happens below 1.5x the alpha "
+    "of collapse; else inconclusive"
+)
+
+
+def verdict_h4(ev: dict) -> tuple[str, str]:
+    """H4 from ``reopen_factor``, ``alpha_col`` and ``held`` (``[[alpha, recovered, events], ...]``)."""
+    f, acol = ev["reopen_factor"], ev["alpha_col"]
+    held = sorted(ev["held"])
+    grid = ", ".join(f"{a:g}: {r} of {n}" for a, r, n in held)
+    if f < 2:
+        return "refuted", f"the switch barely reopens the path: Q/K gradient up {f:.3g}x"
+    if not held or held[0][0] > 1.5 * acol * (1 + 1e-9):  # 0.03 against 1.5 x 0.02: round-off is no margin
+        lo = held[0][0] if held else float("nan")
+        return (
+            "inconclusive",
+            f"unreachable refutation: the lowest held alpha {lo:g} lies above 1.5x the alpha of collapse "
+            f"{acol:.3g} (recovered per held alpha: {grid})",
+        )
+    rec = [a for a, r, n in held if n and 2 * r >= n]
+    if not rec:
+        return (
+            "inconclusive",
+            f"no held alpha recovers half the events, so the recovery scale is not located ({grid}; alpha "
+            f"of collapse {acol:.3g})",
+        )
+    arec = rec[0]
+    text = (
+        f"Q/K gradient up {f:.3g}x at the switch; recovery in at least half the events from alpha {arec:g}, "
+        f"{arec / acol if acol > 0 else float('inf'):.3g}x the alpha of collapse {acol:.3g} ({grid})"
+    )
+    if arec <= 1.5 * acol:
+        return "refuted", f"the rank recovers near the collapse scale: {text}"
+    if f >= 5 and arec >= 3 * acol:
+        return "supported", f"the path reopens at once, the rank only far above the collapse scale: {text}"
+    return "inconclusive", f"recovery neither near nor far above the collapse scale: {text}"
+
+
+def old_verdict_h4(ev: dict) -> str:
+    """The previous H4 rule (:data:`OLD_RULE_H4`) on ``reopen_factor``, ``ratios`` (the reversed ramp's
+    recovery alpha over the alpha of collapse, per recovered event) and ``events``: the ramp's recovery alpha
+    was mostly response lag and a recovery below 3x the 0.02 floor could not be detected in time, so half of
+    it could not fail. Kept to show its verdict beside the new one."""
+    f, ratios = ev["reopen_factor"], [x for x in ev["ratios"] if x is not None]
+    if f < 2 or (ratios and min(ratios) < 1.5):
+        return "refuted"
+    if f >= 5 and len(ratios) * 2 >= ev["events"] and ratios and min(ratios) >= 3:
+        return "supported"
+    return "inconclusive"
+
+
+RULE_H5 = (
+    "at the delay alpha whose undelayed held switch recovered in a share of events strictly between 0 "
+    "and 1 and closest to 1/2 (ties: the lower alpha; none: inconclusive, recovery is certain or "
+    "impossible at every delay alpha), per event, the switch after the longest delay against the undelayed "
+    "one: slower if it recovered undelayed but not after the delay, or both recovered and the delayed one "
+    f"took at least {H5_MARGIN} steps longer; faster if the reverse; the same within {H5_MARGIN} steps; "
+    "no outcome if neither recovered. With m = the events with an outcome: inconclusive if m < 2; "
+    "supported if none is faster and more than half of the m are slower; refuted if no more are slower "
+    "than faster and more than half of the m are faster or the same; else inconclusive"
+)
+
+
+def h5_outcome(t0: int | None, tmax: int | None, margin: int = H5_MARGIN) -> str:
+    """One event's reading under :data:`RULE_H5`: ``slower``, ``faster``, ``same`` or ``none``."""
+    if t0 is None and tmax is None:
+        return "none"
+    if tmax is None:
+        return "slower"
+    if t0 is None:
+        return "faster"
+    if tmax - t0 >= margin:
+        return "slower"
+    if t0 - tmax >= margin:
+        return "faster"
+    return "same"
+
+
+def verdict_h5(ev: dict) -> tuple[str, str]:
+    """H5 from ``alpha`` (None: no delay alpha neither certain nor impossible), ``fractions`` (per delay
+    alpha ``[recovered, events]`` undelayed), ``longest_delay`` and ``events`` (``t0``, ``tmax``: steps to
+    recovery undelayed and after the longest delay, None: none within the branch)."""
+    fr = ", ".join(f"{a}: {r} of {n}" for a, (r, n) in ev["fractions"].items())
+    if ev["alpha"] is None:
+        return (
+            "inconclusive",
+            f"recovery is certain or impossible at every delay alpha (undelayed switches recovered: {fr})",
+        )
+    kinds = [h5_outcome(e["t0"], e["tmax"]) for e in ev["events"]]
+    m = sum(k != "none" for k in kinds)
+    n_s, n_f, n_e = kinds.count("slower"), kinds.count("faster"), kinds.count("same")
+    text = (
+        f"at alpha {ev['alpha']:g} after {ev['longest_delay']} further collapsed steps, {n_s} of {m} events "
+        f"with a recovery slower, {n_f} faster, {n_e} the same within {H5_MARGIN} steps ({len(kinds) - m} "
+        f"recovered neither time)"
+    )
+    if m < 2:
+        return "inconclusive", f"too few events with a recovery: {text}"
+    if n_f == 0 and 2 * n_s > m:
+        return "supported", f"the delay slows recovery: {text}"
+    if n_s <= n_f and 2 * (n_f + n_e) > m:
+        return "refuted", f"the delay does not slow recovery: {text}"
+    return "inconclusive", f"the delay's effect is mixed: {text}"
+
+
+RULE_H7 = (
+    "over the switch branches at the h7_control_alphas that recovered within the branch (held, and "
+    "delayed where the control reaches their end), each beside its control: the same model and seed ramped "
+    "only down to that alpha and held there, never collapsed (one whose detector settled, or whose final "
+    "10-measurement median srank lies below the threshold, is no control, and its branches leave the "
+    "test); excess = the branch's final probe loss minus the control's at the same step; "
+    f"supported if the median excess exceeds {H7_SUPPORT:g} nats, refuted if it is below {H7_REFUTE:g} "
+    "nats, inconclusive in between or when no recovered branch has a control"
+)
+OLD_RULE_H7 = (
+    "over the switch branches (held and delayed) that recovered: supported if the median final probe-loss "
+    "gap to the healthy network (alpha = 1) at the same step exceeds 0.05 nats, refuted if below 0.01; "
+    "inconclusive if none recovered (the alpha held after the switch was not controlled for)"
+)
+
+
+def verdict_h7(ev: dict) -> tuple[str, str]:
+    """H7 from ``pairs`` (per recovered branch with a valid control: ``excess`` and ``gap_healthy``, nats),
+    ``recovered`` (recovered branches at the control alphas) and ``alphas``."""
+    ex = [x["excess"] for x in ev["pairs"]]
+    al = ", ".join(f"{a:g}" for a in ev["alphas"])
+    if not ex:
+        return (
+            "inconclusive",
+            f"no recovered switch at alpha {al} has a never-collapsed control ({ev['recovered']} recovered)",
+        )
+    m = float(np.median(ex))
+    gh = float(np.median([x["gap_healthy"] for x in ev["pairs"]]))
+    text = (
+        f"median excess over the control held at the same alpha {m:.3f} nats (range {min(ex):.3f} to "
+        f"{max(ex):.3f}) over {len(ex)} of {ev['recovered']} recovered switches at alpha {al}; against the "
+        f"healthy network {gh:.3f}"
+    )
+    if m > H7_SUPPORT:
+        return "supported", f"the loss stays above the control: {text}"
+    if m < H7_REFUTE:
+        return "refuted", f"the loss returns to the control's: {text}"
+    return "inconclusive", f"a small excess: {text}"
+
+
+def old_verdict_h7(gaps: list[float]) -> str:
+    """The previous H7 rule (:data:`OLD_RULE_H7`) on the recovered branches' gaps to the healthy network."""
+    if not gaps:
+        return "inconclusive"
+    g = float(np.median(gaps))
+    return "supported" if g > 0.05 else "refuted" if g < 0.01 else "inconclusive"
+
+
+RULE_W1 = (
+    "supported if training lowers the healthy network's weight stable rank below 0.7 of initial (median "
+    "over matrices) while the collapsed network's token srank is below 0.7 of the healthy one's but its "
+    "weight stable rank stays within 0.5-2x the healthy one's; refuted if the collapsed network's token "
+    "srank is below 0.7 of the healthy one's and its weight stable rank is also below 0.5 of the healthy "
+    "one's; else inconclusive"
+)
+
+
+def verdict_w1(ev: dict) -> tuple[str, str]:
+    """W1 from the ratios of :func:`record_weight_ranks`."""
+    wi, wc, tc = ev["w_healthy_vs_init"], ev["w_collapsed_vs_healthy"], ev["token_collapsed_vs_healthy"]
+    text = (
+        f"healthy weights at {wi:.2f} of their initial stable rank; collapsed weights {wc:.2f}x the healthy "
+        f"ones' while the collapsed tokens' srank is {tc:.2f} of the healthy ones'"
+    )
+    if wi < 0.7 and tc < 0.7 and 0.5 <= wc <= 2.0:
+        return "supported", f"the token rank collapses while the weight rank does not: {text}"
+    if tc < 0.7 and wc < 0.5:
+        return "refuted", f"the weight rank collapses with the token rank: {text}"
+    return "inconclusive", f"no clean separation: {text}"
+
+
+VERDICTS = {"H3": verdict_h3, "H4": verdict_h4, "H5": verdict_h5, "H7": verdict_h7, "W1": verdict_w1}
+
+
+def judge_h3(ch, at_collapse: dict, ctl: list[dict]) -> str:
+    """H3 (:func:`verdict_h3`) on :func:`record_block_grads`' summaries and the control rows of
+    :func:`control_rows`; the previous rule's verdict (:func:`old_verdict_h3`) recorded beside."""
+    ev = {
+        "qk_ratio": at_collapse["qk_ratio"],
+        "qk_collapsed": at_collapse["qk_collapsed"],
+        "qk_healthy": at_collapse["qk_healthy"],
+        "numerically_zero_blocks": at_collapse["numerically_zero_blocks"],
+        "hinge_first": at_collapse["hinge_first"],
+        "hinge_last": at_collapse["hinge_last"],
+        "control": ctl,
+    }
+    v, reason = verdict_h3(ev)
+    old = old_verdict_h3(ev)
+    ch.value("h3_old_rule_verdict", old, note="the previous H3 rule (no control) on the same runs")
+    ch.glue("h3_reason", reason)
     return ch.verdict(
         "H3",
         v,
         claim="the task gradient no longer reaches query and key; the term's gradient fades before "
         "the collapsing blocks",
-        rule="supported if the collapsed networks' median Q/K task gradient is below 1/100 of the healthy "
-        "one's and the hinge's gradient is at least 10x larger in the first block than in the last; refuted "
-        "if the Q/K ratio is at least 1/3 or the hinge's gradient grows towards the last block; else "
-        "inconclusive",
-        evidence={
-            "qk_ratio": qk_ratio,
-            "qk_collapsed": at_collapse["qk_collapsed"],
-            "qk_healthy": at_collapse["qk_healthy"],
-            "numerically_zero_blocks": at_collapse["numerically_zero_blocks"],
-            "hinge_first": hinge_first,
-            "hinge_last": hinge_last,
-        },
+        rule=RULE_H3,
+        evidence=ev | {"old_rule": OLD_RULE_H3, "old_rule_verdict": old, "reason": reason},
     )
 
 
 def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dict) -> str:
-    """H4: the switch reopens the path at once; rank recovers only far above the collapse scale. Reads the
-    reopening factor, the hysteresis ratios and the held switches' recoveries."""
-    reopen_factor = reopening["reopen_factor"]
-    ratios = [h["ratio"] for h in hy if h["ratio"] is not None]
-    if reopen_factor < 2:
-        v = "refuted"
-    elif ratios and min(ratios) < 1.5:
-        v = "refuted"
-    elif reopen_factor >= 5 and len(ratios) * 2 >= len(events) and min(ratios) >= 3:
-        v = "supported"
-    else:
-        v = "inconclusive"
+    """H4 (:func:`verdict_h4`) on the reopening factor, the drivers' alpha at first crossing and the held
+    switches; the reversed ramp's recovery alphas ride along, and the previous rule's verdict
+    (:func:`old_verdict_h4`) is recorded beside."""
+    acol = float(np.median([h["alpha_collapse"] for h in hy]))
+    ev = {
+        "reopen_factor": reopening["reopen_factor"],
+        "alpha_col": acol,
+        "alpha_collapse": [h["alpha_collapse"] for h in hy],
+        "held": [[a, sw[a]["recovered"], sw[a]["events"]] for a in p.switch_alphas],
+        "reversed_ramp_alpha_recover": [h["alpha_recover"] for h in hy],
+        "reversed_ramp_detection_lag_alpha": detection_lag_alpha(p),
+    }
+    v, reason = verdict_h4(ev)
+    old = old_verdict_h4(
+        {"reopen_factor": ev["reopen_factor"], "ratios": [h["ratio"] for h in hy], "events": len(events)}
+    )
+    ch.value("h4_old_rule_verdict", old, note="the previous H4 rule (the reversed ramp) on the same runs")
+    ch.glue("h4_reason", reason)
     return ch.verdict(
         "H4",
         v,
         claim="restoring the skip reopens the path at once; rank recovers only far above the collapse scale",
-        rule="supported if switching to the first probe alpha raises the median Q/K gradient at least 5x "
-        "before any update and the reversed ramp recovers in at least half the events, every one at an "
-        "alpha at least 3x the alpha of collapse; refuted if the rise is under 2x or some recovery happens "
-        "below 1.5x the alpha of collapse; else inconclusive (e.g. no recovery within the branch)",
-        evidence={
-            "reopen_factor": reopen_factor,
-            "alpha_collapse": [h["alpha_collapse"] for h in hy],
-            "alpha_recover": [h["alpha_recover"] for h in hy],
-            "recovered_by_held_alpha": {str(a): sw[a]["recovered"] for a in p.switch_alphas},
-        },
+        rule=RULE_H4,
+        evidence=ev | {"old_rule": OLD_RULE_H4, "old_rule_verdict": old, "reason": reason},
     )
 
 
-def judge_h7(ch, p, sw: dict, rows: list[dict]) -> str:
-    """H7: the loss after recovery stays above a healthy network's, over the held and delayed switches that
-    recovered."""
-    held = [
+def h7_pairs(p, sw: dict, rows: list[dict], controls: dict) -> dict:
+    """H7's evidence: every recovered switch branch (held, and delayed) at the ``h7_control_alphas`` whose
+    control stayed uncollapsed and reaches its end, with its excess over the control and gap to the healthy
+    network; the controls' own state (collapsed, final srank); the previous rule's gaps (every recovered
+    held or delayed branch against the healthy network)."""
+    h7 = controls["h7"]
+    bad = {(s, a) for s, by in h7.items() for a, c in by.items() if h7_control_collapsed(p, c, a)}
+    pairs, recovered = [], 0
+    cand = [
+        (r["seed"], a, 0, r)
+        for a in p.h7_control_alphas
+        for r in sw[a]["rows"]
+        if r["recovered_after"] is not None
+    ]
+    cand += [
+        (r["seed"], r["alpha"], r["delay"], r)
+        for r in rows
+        if r["delay"] > 0 and r["alpha"] in p.h7_control_alphas and r["recovered_after"] is not None
+    ]
+    for s, a, d, r in cand:
+        recovered += 1
+        if (s, a) in bad or r["control_gap"] is None or r["loss_gap"] is None:
+            continue
+        pairs.append(
+            {"seed": s, "alpha": a, "delay": d, "excess": r["control_gap"], "gap_healthy": r["loss_gap"]}
+        )
+    old_gaps = [
         r["loss_gap"] for a in p.switch_alphas for r in sw[a]["rows"] if r["recovered_after"] is not None
     ]
-    later = [
+    old_gaps += [
         r["loss_gap"]
         for r in rows
         if r["delay"] > 0 and r["recovered_after"] is not None and r["loss_gap"] is not None
     ]
-    gaps = held + later
-    if not gaps:
-        v = "inconclusive"
-    elif float(np.median(gaps)) > 0.05:
-        v = "supported"
-    elif float(np.median(gaps)) < 0.01:
-        v = "refuted"
-    else:
-        v = "inconclusive"
+    ctl = [
+        {
+            "seed": s,
+            "alpha": a,
+            "collapsed": (s, a) in bad,
+            "final_srank": rp.median_around(c["hist"], c["hist"]["m_step"][-1]),
+            "steps": c["step"],
+        }
+        for s, by in h7.items()
+        for a, c in by.items()
+    ]
+    return {
+        "alphas": list(p.h7_control_alphas),
+        "pairs": pairs,
+        "recovered": recovered,
+        "controls": ctl,
+        "old_gaps": old_gaps,
+    }
+
+
+def judge_h7(ch, p, sw: dict, rows: list[dict], controls: dict) -> str:
+    """H7 (:func:`verdict_h7`) on :func:`h7_pairs`; the previous rule's verdict (:func:`old_verdict_h7`, the
+    gap to the healthy network over every recovered branch) recorded beside."""
+    ev = h7_pairs(p, sw, rows, controls)
+    v, reason = verdict_h7(ev)
+    old = old_verdict_h7(ev["old_gaps"])
+    ch.value(
+        "h7_old_rule_verdict", old, note="the previous H7 rule (gap to the healthy network) on the same runs"
+    )
+    ch.glue("h7_reason", reason)
     return ch.verdict(
         "H7",
         v,
         claim="the loss stays above a healthy network's after the rank recovers",
-        rule="over the switch branches (held and delayed) that recovered: supported if the median final "
-        "probe-loss gap to the healthy network at the same step exceeds 0.05 nats, refuted if below 0.01; "
-        "inconclusive if none recovered",
-        evidence={
-            "recovered_gaps": gaps,
-            "all_gaps": {str(a): [r["loss_gap"] for r in sw[a]["rows"]] for a in p.switch_alphas},
-        },
+        rule=RULE_H7,
+        evidence=ev | {"old_rule": OLD_RULE_H7, "old_rule_verdict": old, "reason": reason},
     )
 
 
-def judge_h5(ch, eff: dict) -> str:
-    """H5: the longer a network stays collapsed, the slower or rarer its recovery (the rule is
-    :func:`h5_verdict` on :func:`delay_effect`)."""
+def judge_h5(ch, h5: dict) -> str:
+    """H5 (:func:`verdict_h5`) on :func:`h5_effects`; the previous rule's verdict (:func:`old_verdict_h5`, at
+    :func:`h5_alpha` with a 20-step margin) recorded beside."""
+    eff = h5["new"]
+    ev = {
+        "alpha": h5["alpha"],
+        "fractions": {f"{a:g}": list(x) for a, x in h5["fractions"].items()},
+        "longest_delay": eff["longest_delay"] if eff else None,
+        "events": [{"seed": e["seed"], "t0": e["t0"], "tmax": e["tmax"]} for e in eff["events"]]
+        if eff
+        else [],
+        "spearman_delay_time": eff["spearman"] if eff else None,
+    }
+    v, reason = verdict_h5(ev)
+    old = old_verdict_h5(h5["old"])
+    ch.value(
+        "h5_old_rule_verdict", old, note="the previous H5 rule (alpha 0.3 or the largest, 20-step margin)"
+    )
+    ch.glue("h5_reason", reason)
     return ch.verdict(
         "H5",
-        h5_verdict(eff),
+        v,
         claim="the longer a network stays collapsed, the slower or rarer its recovery",
-        rule=f"at alpha = {eff['alpha']:g}, per event: steps to recovery after the longest delay minus "
-        "undelayed (no recovery = branch length + 10); supported if no event recovers 20 or more steps "
-        "faster after the delay and at least half recover 20 or more steps slower (or not at all); refuted "
-        "if at least half recover 20 or more steps faster; inconclusive otherwise or if no switch at that "
-        "alpha recovered",
-        evidence={"events": eff["events"], "spearman_delay_time": eff["spearman"]},
+        rule=RULE_H5,
+        evidence=ev
+        | {
+            "old_rule": OLD_RULE_H5,
+            "old_rule_alpha": h5["old"]["alpha"],
+            "old_rule_verdict": old,
+            "reason": reason,
+        },
     )
 
 
 def judge_w1(ch, weights: dict, trace_ratios: dict) -> str:
-    """W1: weight-matrix rank and token rank do not move together. Reads :func:`record_weight_ranks`' ratios
-    and :func:`record_trace`'s."""
-    w_heal_vs_init = weights["w_healthy_vs_init"]
-    w_col_vs_heal = weights["w_collapsed_vs_healthy"]
-    t_col_vs_heal = weights["token_collapsed_vs_healthy"]
-    if w_heal_vs_init < 0.7 and t_col_vs_heal < 0.7 and 0.5 <= w_col_vs_heal <= 2.0:
-        v = "supported"
-    elif t_col_vs_heal < 0.7 and w_col_vs_heal < 0.5:
-        v = "refuted"
-    else:
-        v = "inconclusive"
+    """W1 (:func:`verdict_w1`) on :func:`record_weight_ranks`' ratios, with :func:`record_trace`'s beside."""
+    ev = {**weights, **trace_ratios}
+    v, reason = verdict_w1(ev)
+    ch.glue("w1_reason", reason)
     return ch.verdict(
         "W1",
         v,
         claim="weight-matrix rank collapse and token rank collapse are different phenomena",
-        rule="supported if training lowers the healthy network's weight stable rank below 0.7 of initial "
-        "(median over matrices) while the collapsed network's token srank is below 0.7 of the healthy one's "
-        "but its weight stable rank stays within 0.5-2x the healthy one's; refuted if the collapsed "
-        "network's weight stable rank is also below 0.5 of the healthy one's; else inconclusive",
-        evidence={
-            "w_healthy_vs_init": w_heal_vs_init,
-            "w_collapsed_vs_healthy": w_col_vs_heal,
-            "token_collapsed_vs_healthy": t_col_vs_heal,
-            "trace_token_ratio": trace_ratios["trace_token_ratio"],
-            "trace_weight_ratio": trace_ratios["trace_weight_ratio"],
-        },
+        rule=RULE_W1,
+        evidence=ev | {"reason": reason},
     )

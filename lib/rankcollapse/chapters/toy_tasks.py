@@ -59,7 +59,7 @@ SCHEMA = Schema(
             "circle_hidden",
             "int_list",
             "hidden sizes h of the one-layer circle models",
-            {"smoke": [4, 16], "full": [4, 16, 64], "paper": [8, 32, 128]},
+            {"smoke": [4, 8], "full": [4, 16, 64], "paper": [8, 32, 128]},
             low=2,
             high=4096,
         ),
@@ -96,7 +96,7 @@ SCHEMA = Schema(
             high=4096,
         ),
         Param(
-            "sort_steps", "int", "training steps, sort", {"smoke": 150, "full": 300, "paper": 20000}, low=1
+            "sort_steps", "int", "training steps, sort", {"smoke": 120, "full": 300, "paper": 20000}, low=1
         ),
         Param("hull_heads", "int", "heads of the convex-hull SAN (paper: 3)", 3, low=1, high=32),
         Param(
@@ -111,7 +111,7 @@ SCHEMA = Schema(
             "hull_steps",
             "int",
             "training steps, convex hull",
-            {"smoke": 300, "full": 500, "paper": 20000},
+            {"smoke": 200, "full": 500, "paper": 20000},
             low=1,
         ),
         Param("mem_heads", "int", "heads of the memorisation SAN (paper: 2)", 2, low=1, high=32),

@@ -15,10 +15,12 @@ import math
 import statistics
 from contextlib import contextmanager
 
+import torch
+
 from .. import store
 from ..jobs import run_parallel
 from . import training as tr
-from .model import LMConfig
+from .model import LMConfig, corpus
 
 
 def run_spec(p, seed: int, depth: int | None = None, alpha_min: float | None = None) -> tr.RunSpec:
@@ -175,6 +177,8 @@ LOSS_TERMS = ("penalty-1x", "penalty-4x", "hinge-1x", "hinge-4x", "cosine-1x")
 
 
 def branch_spec(p, seed: int, start: int, treatment: str, betas: dict, s0: float) -> tr.RunSpec:
+    """The treatment branch from the saved collapse of ``seed`` at step ``start``; a loss term's beta is its
+    multiplier times ``betas[kind]`` (the 1x beta of its kind, :func:`prepare_events`)."""
     base = run_spec(p, seed)
     if treatment == "reversed-ramp":
         knots = ((start, p.alpha_min), (start + (p.ramp_end - p.ramp_start), 1.0))
@@ -187,10 +191,22 @@ def branch_spec(p, seed: int, start: int, treatment: str, betas: dict, s0: float
     return tr.RunSpec(**{**base.__dict__, "alpha_knots": knots, "term": term})
 
 
-def prepare_events(p, drivers: dict, healthy: dict) -> list[dict]:
-    """For every seed whose driver settled: the switch step, the healthy srank and Q there (s0), the recovery
-    threshold, and beta of each term calibrated to add Lambda at the saved state."""
+LITERAL_FRAC = 0.5  # the paper's rule: recovered when the 50-step median reaches half the healthy srank
+CALIB_STEPS = 10  # beta is solved on the branch's first this many training batches
+
+
+def prepare_events(p, drivers: dict, healthy: dict, log=None) -> list[dict]:
+    """For every seed whose driver settled: the switch step, the healthy srank and Q there (s0), the
+    recovery thresholds, and each loss term's beta solved so that it adds Lambda when it is switched on.
+
+    Keys of each event: ``seed``, ``start`` (the switch step), ``collapse`` (the saved state),
+    ``healthy_srank`` (10-measurement median of the healthy network at ``start``), ``s0`` (its Q),
+    ``rec_threshold`` (the book's stricter rule: ``threshold + recover_frac * (healthy_srank -
+    threshold)``), ``rec_threshold_literal`` (the paper's: ``LITERAL_FRAC * healthy_srank``), ``betas``
+    (the 1x beta of each kind, :func:`switch_raws`), ``calib`` (per kind the raw term on each calibration
+    batch, their mean, and what the former calibration on the probe batch would have set)."""
     ev = []
+    steps = int(getattr(p, "calib_steps", CALIB_STEPS))
     for s in p.seeds:
         d = drivers[s]
         if d["collapse"] is None:
@@ -198,9 +214,15 @@ def prepare_events(p, drivers: dict, healthy: dict) -> list[dict]:
         t = d["det"]["settled"]
         hs = median_around(healthy[s]["hist"], t)
         s0 = q_of(hs)
-        betas, raws = {}, {}
-        for kind in tr.TERMS:
-            betas[kind], raws[kind] = tr.calibrate(d["collapse"], kind, p.added_loss, p.alpha_min, s, s0)
+        raws = switch_raws(d["collapse"], s0, p.alpha_min, s, t, steps, p.batch)
+        betas, calib = {}, {}
+        for kind, r in raws.items():
+            raw = statistics.fmean(r)
+            if raw <= 0:
+                raise ValueError(f"seed {s}: term {kind} is zero at the saved state, so it cannot be set")
+            betas[kind] = p.added_loss / raw
+            probe_raw = tr.calibrate(d["collapse"], kind, p.added_loss, p.alpha_min, s, s0)[1]
+            calib[kind] = {"raws": r, "raw": raw, "probe_raw": probe_raw}
         ev.append(
             {
                 "seed": s,
@@ -209,11 +231,48 @@ def prepare_events(p, drivers: dict, healthy: dict) -> list[dict]:
                 "healthy_srank": hs,
                 "s0": s0,
                 "rec_threshold": p.threshold + p.recover_frac * (hs - p.threshold),
+                "rec_threshold_literal": LITERAL_FRAC * hs,
                 "betas": betas,
-                "raws": raws,
+                "calib": calib,
             }
         )
     return ev
+
+
+# -- calibration: beta such that the term adds its target when it is switched on --------------------------
+def switch_raws(path, s0: float, alpha: float, seed: int, start: int, steps: int, batch: int) -> dict:
+    """Each raw term (beta = 1; the hinge with ``s0``) of the saved state at ``path`` on the training
+    batches of the branch's first ``steps`` updates (steps ``start`` .. ``start + steps - 1``, the batches
+    the training loop draws there), before any update: ``{kind: [raw per batch]}``.
+
+    At the saved state the added loss is ``beta * raw``, linear in beta, so ``beta = target / mean raw``
+    makes the term add its target there, averaged over those batches, exactly; the former calibration took
+    ``raw`` on the probe batch instead, whose value differs from the training batches'. What the term adds
+    over the following updates is its response, not its setting: the branch's history records it
+    (:func:`added_loss`). Solving beta for that response by trial branches was tried and dropped: from a
+    collapsed state it is not a smooth function of beta (smoke, avx2 kernels, seed 0, hinge 1x, 10 updates:
+    beta 0.0854, 0.0912, 0.0928, 0.0964, 0.0976 added 0.0875, 0.0935, 0.1087, 0.1054, 0.1157 against 0.1)."""
+    m = tr.load_model(path, alpha)
+    c = corpus()
+    out = {k: [] for k in tr.TERMS}
+    with torch.no_grad():
+        for t in range(start, start + steps):
+            x, _ = c.batch(seed, t, batch, m.cfg.ctx)
+            _, hs, _ = m(x, hidden=True)
+            for k in tr.TERMS:
+                out[k].append(float(tr.term_value(tr.Term(k, 1.0, s0), hs)))
+    return out
+
+
+def calib_target(p, treatment: str) -> float:
+    """The added loss a loss-term treatment is set to: its multiplier times Lambda (``p.added_loss``)."""
+    return float(treatment.split("-")[1][:-1]) * p.added_loss
+
+
+def added_loss(hist: dict, steps: int = CALIB_STEPS) -> float:
+    """What a branch's term added over its first ``steps`` updates: the mean of ``beta * raw``
+    (``hist["term"]``, taken on training batch ``t`` before update ``t``)."""
+    return statistics.fmean(hist["term"][:steps])
 
 
 def recovery(hist: dict, start: int, threshold: float, k: int) -> int | None:
@@ -224,3 +283,22 @@ def recovery(hist: dict, start: int, threshold: float, k: int) -> int | None:
         if m >= threshold:
             return t - start
     return None
+
+
+# -- controls (repair-path) ---------------------------------------------------------------------------
+def held_control_job(p, seed: int, alpha: float, steps: int, depth: int | None = None) -> dict:
+    """A control driver: the model and seed of ``p`` (or another ``depth``) ramped from ``ramp_start`` to
+    ``ramp_end`` only down to ``alpha`` and held there until step ``steps``. Its first ``ramp_start`` updates
+    are the shared plain prefix of its model and seed; its detector says whether it collapsed (a control that
+    did is no control). With ``alpha = p.alpha_min`` and ``steps = driver_steps(p)`` it is
+    :func:`driver_job`'s run (shared by content)."""
+    return {
+        "ds": tr.DriverSpec(run_spec(p, seed, depth, alpha), steps, p.threshold, p.window, p.settle_steps)
+    }
+
+
+def control_collapsed(summary: dict, threshold: float, k: int = 10) -> bool:
+    """Whether a control driver collapsed: its detector settled, or the median of its last ``k``
+    measurements of the last block's srank lies below ``threshold``."""
+    h = summary["hist"]
+    return summary["det"].get("settled") is not None or median_around(h, h["m_step"][-1], k) < threshold

@@ -1,0 +1,108 @@
+"""Synthetic evidence for every outcome of repair-treatments' verdict rule (H2: no loss term repairs the
+collapse, though the bounded one pushes hard); tests/test_verdict_rules.py runs CASES. Edge cases of the
+rule, and of the two recovery thresholds it is judged under, below."""
+
+from types import SimpleNamespace
+
+from rankcollapse.chapters import repair_treatments as trt
+from rankcollapse.lm import runs as rp
+
+TERMS = ("penalty-1x", "penalty-4x", "hinge-1x", "hinge-4x", "cosine-1x")
+RHO = {"penalty-1x": 0.02, "penalty-4x": 0.06, "hinge-1x": 0.29, "hinge-4x": 1.1, "cosine-1x": 0.16}
+
+
+def _ev(rec=0, rev=6, n=6, rho=None, untreated=0, **per_term):
+    by = {t: rec for t in TERMS}
+    by.update({k.replace("_", "-"): v for k, v in per_term.items()})
+    return {
+        "threshold": "book's stricter",
+        "events": n,
+        "recovered_by_term": by,
+        "reversed_ramp_recovered": rev,
+        "untreated_recovered": untreated,
+        "rho_median": dict(RHO if rho is None else rho),
+    }
+
+
+CASES = {
+    "H2": {
+        "supported": _ev(),
+        "refuted": _ev(hinge_4x=4),
+        "inconclusive": _ev(hinge_4x=2),
+    }
+}
+
+
+def test_h2_supported_needs_the_positive_control_and_the_hinges_push():
+    # the reversed ramp recovers in half the events: enough; in fewer than half: not
+    assert trt.verdict_h2(_ev(rev=3))[0] == "supported"
+    v, why = trt.verdict_h2(_ev(rev=2))
+    assert v == "inconclusive" and "positive control" in why and "2 of 6" in why
+    v, why = trt.verdict_h2(_ev(rev=None))
+    assert v == "inconclusive" and "not run" in why
+    # the hinge pushes no harder than 3x the penalty: no support, even with nothing recovered
+    weak = dict(RHO, **{"hinge-1x": 0.05})
+    v, why = trt.verdict_h2(_ev(rho=weak))
+    assert v == "inconclusive" and "3x" in why
+    v, _ = trt.verdict_h2(_ev(rho={k: x for k, x in RHO.items() if k != "penalty-1x"}))
+    assert v == "inconclusive"
+
+
+def test_h2_refutation_is_more_than_half_the_events_of_one_term():
+    assert trt.verdict_h2(_ev(cosine_1x=3))[0] == "inconclusive"  # half is not more than half
+    v, why = trt.verdict_h2(_ev(cosine_1x=4))
+    assert v == "refuted" and why.startswith("cosine-1x") and "4 of 6" in why
+    # two events (smoke): a term must recover in both to refute
+    assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=1))[0] == "inconclusive"
+    assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=2))[0] == "refuted"
+    # a refutation does not need the positive control
+    assert trt.verdict_h2(_ev(rev=0, penalty_1x=6))[0] == "refuted"
+    v, why = trt.verdict_h2(_ev(n=0, rev=0))
+    assert v == "inconclusive" and "0 events" in why
+
+
+def test_h2_reason_quotes_counts_with_denominators_on_one_line():
+    _, why = trt.verdict_h2(_ev())
+    assert "0 of 30 loss-term branches" in why and "reversed ramp 6 of 6 events" in why
+    assert "14.5x" in why and "stricter threshold" in why and "\n" not in why
+
+
+def _branch(sranks, start=1000):
+    steps = [start + 10 * i for i in range(len(sranks))]
+    return {"hist": {"m_step": steps, "srank": [[s] for s in sranks]}}
+
+
+def test_the_literal_threshold_counts_a_branch_that_barely_moved():
+    """Healthy srank 3.2: the paper's literal threshold is 1.6, the stricter one 1.5 + 0.5 * 1.7 = 2.35. A
+    branch that climbs from 1.3 to 1.7 and stays there recovers under the literal rule, not the strict one;
+    the H2 verdicts under the two differ."""
+    hs, thr, k = 3.2, 1.5, 5
+    strict, literal = thr + 0.5 * (hs - thr), rp.LITERAL_FRAC * hs
+    assert literal > thr and strict > literal
+    b = _branch([1.3] * 5 + [1.7] * 20)
+    assert rp.recovery(b["hist"], 1000, strict, k) is None
+    assert rp.recovery(b["hist"], 1000, literal, k) == 70  # the 5-median reaches 1.7 at the third 1.7
+    # six events, hinge-1x moves that far in four: strict supported, literal refuted
+    assert trt.verdict_h2(_ev())[0] == "supported"
+    lit = _ev(hinge_1x=4) | {"threshold": "paper's literal"}
+    v, why = trt.verdict_h2(lit)
+    assert v == "refuted" and "paper's literal threshold" in why
+
+
+def test_h2_evidence_reads_both_thresholds_from_the_summary():
+    p = SimpleNamespace(treatments=list(rp.TREATMENTS))
+    summ = {
+        t: {"recovered": 0, "recovered_literal": 1, "rho_median": RHO.get(t), "events": 2}
+        for t in rp.TREATMENTS
+    }
+    summ["reversed-ramp"].update(recovered=2, recovered_literal=2)
+    strict = trt.h2_evidence(p, [{}, {}], summ)
+    lit = trt.h2_evidence(p, [{}, {}], summ, literal=True)
+    assert strict["recovered_by_term"]["hinge-1x"] == 0 and lit["recovered_by_term"]["hinge-1x"] == 1
+    assert trt.verdict_h2(strict)[0] == "supported" and trt.verdict_h2(lit)[0] == "inconclusive"
+
+
+def test_literal_position_phrase():
+    assert trt.literal_position([1.57, 1.73], 1.5).startswith("barely above")
+    assert trt.literal_position([1.2, 1.4], 1.5).startswith("at or below")
+    assert "1 of 2 events" in trt.literal_position([1.33, 1.55], 1.5)
