@@ -280,7 +280,8 @@ def test_a_corrupt_branch_is_retrained_and_a_corrupt_parent_named(tmp_path):
 )
 def test_a_detector_that_settles_inside_the_shared_prefix_still_saves_its_collapse(tmp_path):
     """A run armed from step 0 (the healthy network's detector) whose dip settles inside the prefix it
-    shares: it is trained from scratch, and its collapse must be saved, so loading it again trains nothing."""
+    shares: it is trained from scratch, and its collapse must be saved, so that loading it again trains
+    nothing."""
     spec = tiny_spec(alpha_knots=((0, 1.0),))
     ds = tr.DriverSpec(spec, 60, threshold=100.0, window=3, settle_steps=10)  # every srank below: settles
     out = tr.driver(ds, root=tmp_path, share_at=30)
