@@ -270,14 +270,6 @@ def test_a_corrupt_branch_is_retrained_and_a_corrupt_parent_named(tmp_path):
         tr.branch(str(parent), spec, 20, root=tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (found in session 7, fix with the next re-record: lm/training.py is part of every LM "
-    "state's key): when the shared prefix's replay settles the detector, driver() trains from scratch but "
-    "keeps the replayed, already settled detector, so collapse.pt is never saved and every later load "
-    "takes the run for corrupt and trains it again (at full: the healthy runs of seeds whose early dip "
-    "lasts 100 steps). Fix: a fresh Detector when _from_prefix returns None.",
-)
 def test_a_detector_that_settles_inside_the_shared_prefix_still_saves_its_collapse(tmp_path):
     """A run armed from step 0 (the healthy network's detector) whose dip settles inside the prefix it
     shares: it is trained from scratch, and its collapse must be saved, so that loading it again trains

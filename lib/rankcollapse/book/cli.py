@@ -12,10 +12,12 @@ Exit codes: 0 success, 1 a chapter failed / results mismatch / build failed, 2 b
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
 import sys
+import tempfile
 
 from ..chapters import CHAPTERS
 from ..chapters import schema as chapter_schema
@@ -41,10 +43,27 @@ def variant_root(variant: str):
     return REPO / "build" if variant == "native" else REPO / "build" / f"kernels-{variant}"
 
 
+def inductor_cache(variant: str) -> str:
+    """``torch.compile``'s on-disk cache for the processes of ``variant``: a folder of its own beside torch's
+    default (``$RCBOOK_INDUCTOR_CACHE`` or ``<tmp>/torchinductor_<user>``, then ``-rcbook-<variant>``).
+
+    Inductor's cache keys do not include ATen's CPU capability, so a process under ``avx2`` finds the code
+    compiled under ``native`` and runs it. Measured: the full repair driver (depth 12, width 48, compiled)
+    under ``avx2`` with the cache its native run had filled gave NaN weights after 10 updates, every seed;
+    with a cache of its own it trains (srank 3.10 at step 400, native 3.17). Set here, in the runner, and
+    not in :mod:`rankcollapse.book.kernels`, which every chapter imports (its bytes are in their keys)."""
+    kernels.env_for(variant)
+    base = os.environ.get("RCBOOK_INDUCTOR_CACHE") or os.path.join(
+        tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"
+    )
+    return f"{base}-rcbook-{variant}"
+
+
 def use_kernels(variant: str) -> None:
-    """Compute under ``variant`` (see :mod:`rankcollapse.book.kernels`), into its own build root unless
-    ``$RCBOOK_BUILD`` names one."""
+    """Compute under ``variant`` (see :mod:`rankcollapse.book.kernels`), with its own compile cache
+    (:func:`inductor_cache`), into its own build root unless ``$RCBOOK_BUILD`` names one."""
     kernels.apply(variant)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache(variant)
     if variant == "native":
         return
     if not os.environ.get("RCBOOK_BUILD"):

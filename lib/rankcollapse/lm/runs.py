@@ -214,7 +214,7 @@ def prepare_events(p, drivers: dict, healthy: dict, log=None) -> list[dict]:
         t = d["det"]["settled"]
         hs = median_around(healthy[s]["hist"], t)
         s0 = q_of(hs)
-        raws = switch_raws(d["collapse"], s0, p.alpha_min, s, t, steps, p.batch)
+        raws = switch_raws(d["collapse"], s0, p.alpha_min, s, t, steps, p.batch, run_spec(p, s).engine)
         betas, calib = {}, {}
         for kind, r in raws.items():
             raw = statistics.fmean(r)
@@ -240,7 +240,9 @@ def prepare_events(p, drivers: dict, healthy: dict, log=None) -> list[dict]:
 
 
 # -- calibration: beta such that the term adds its target when it is switched on --------------------------
-def switch_raws(path, s0: float, alpha: float, seed: int, start: int, steps: int, batch: int) -> dict:
+def switch_raws(
+    path, s0: float, alpha: float, seed: int, start: int, steps: int, batch: int, engine: str = "eager"
+) -> dict:
     """Each raw term (beta = 1; the hinge with ``s0``) of the saved state at ``path`` on the training
     batches of the branch's first ``steps`` updates (steps ``start`` .. ``start + steps - 1``, the batches
     the training loop draws there), before any update: ``{kind: [raw per batch]}``.
@@ -251,16 +253,22 @@ def switch_raws(path, s0: float, alpha: float, seed: int, start: int, steps: int
     over the following updates is its response, not its setting: the branch's history records it
     (:func:`added_loss`). Solving beta for that response by trial branches was tried and dropped: from a
     collapsed state it is not a smooth function of beta (smoke, avx2 kernels, seed 0, hinge 1x, 10 updates:
-    beta 0.0854, 0.0912, 0.0928, 0.0964, 0.0976 added 0.0875, 0.0935, 0.1087, 0.1054, 0.1157 against 0.1)."""
+    beta 0.0854, 0.0912, 0.0928, 0.0964, 0.0976 added 0.0875, 0.0935, 0.1087, 0.1054, 0.1157 against 0.1).
+
+    The raws are taken through the forward the branch trains with (``engine``, :func:`tr.forward_of`), with
+    gradients enabled as in a training step: the compiled forward rounds otherwise than the eager one, and
+    at full a calibration taken eagerly missed the compiled branch's first term by up to 1%
+    (``calibration_batches_aligned`` false)."""
     m = tr.load_model(path, alpha)
+    fwd = tr.forward_of(m, engine)
     c = corpus()
     out = {k: [] for k in tr.TERMS}
-    with torch.no_grad():
+    with torch.no_grad() if engine == "eager" else torch.enable_grad():
         for t in range(start, start + steps):
             x, _ = c.batch(seed, t, batch, m.cfg.ctx)
-            _, hs, _ = m(x, hidden=True)
+            _, hs, _ = fwd(x, hidden=True)
             for k in tr.TERMS:
-                out[k].append(float(tr.term_value(tr.Term(k, 1.0, s0), hs)))
+                out[k].append(float(tr.term_value(tr.Term(k, 1.0, s0), hs).detach()))
     return out
 
 

@@ -668,6 +668,8 @@ def driver(
         if 0 < P < ds.steps and plain_until(spec, P - 1):
             state = _from_prefix(spec, P, det, log, root)
         if state is None:
+            # trained from scratch: a fresh detector (the prefix's replay may have fed, even settled, this one)
+            det = Detector(ds.threshold, ds.window, ds.settle_steps, arm_step=det.arm_step)
             state = new_state(spec)
             state.extra["det"] = det.to_dict()
 
