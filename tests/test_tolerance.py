@@ -38,7 +38,7 @@ def test_unmoved_integer_stays_exact_and_moved_count_is_widened():
     assert R.derive_tolerance(entry(7), [7, 7], ["a", "b"])["rtol"] == 0.0
     assert R.derive_tolerance(entry(7), [7, 7], ["a", "b"])["atol"] == 0.0
     e = R.derive_tolerance(entry([3, 5]), [[3, 6]], ["a"])
-    assert e["atol"] == R.SAFETY * 1
+    assert e["atol"] == R.SAFETY * 1 and e["rtol"] == 0.0  # widened by the count it moved, not more
 
 
 def test_round_off_floor_is_checked_absolutely():
