@@ -246,6 +246,19 @@ def spread(ref: Any, others: list) -> dict:
     return out
 
 
+def _unchecked(entry: dict, variants: list[str], why: str) -> dict:
+    """The recorded entry kept for reading and not checked, its note saying ``why``."""
+    base = entry.get("note", "").split(" || measured:")[0]
+    return {
+        "value": entry["value"],
+        "rtol": float(entry.get("rtol", 0.0)),
+        "atol": float(entry.get("atol", 0.0)),
+        "unchecked": True,
+        "spread": {"rel": None, "abs": None, "variants": variants},
+        "note": (base + " || measured: " + why).lstrip(" |"),
+    }
+
+
 def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
     """The recorded entry (value, rtol, atol, note) with its tolerance chosen from the measured spread.
 
@@ -264,35 +277,23 @@ def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
         # e.g. one entry per settled collapse event at full, where which seeds settle is decided by round-off
         # (measured: native 7 of 10, avx2 8 of 10, different seeds). The count of events and the verdicts
         # are recorded as values of their own and checked; the per-event list is kept for reading.
-        base = entry.get("note", "").split(" || measured:")[0]
-        return {
-            "value": v,
-            "rtol": float(entry.get("rtol", 0.0)),
-            "atol": float(entry.get("atol", 0.0)),
-            "unchecked": True,
-            "spread": {"rel": None, "abs": None, "variants": variants},
-            "note": (
-                base + " || measured: its length (one entry per event) differs between kernel variants ("
-                f"{', '.join(variants)}): another set of events settled; recorded for reading, not "
-                "checked on another machine (the count of events and the verdicts are checked)"
-            ).lstrip(" |"),
-        }
+        return _unchecked(
+            entry,
+            variants,
+            f"its length (one entry per event) differs between kernel variants ({', '.join(variants)}): "
+            "another set of events settled; recorded for reading, not checked on another machine (the count "
+            "of events and the verdicts are checked)",
+        )
     if s.get("kind"):
         # e.g. steps to recovery: a number where a branch recovered within its length, None where it did not.
         # The verdict built on it is compared exactly; the value itself cannot carry a numeric tolerance.
-        base = entry.get("note", "").split(" || measured:")[0]
-        return {
-            "value": v,
-            "rtol": float(entry.get("rtol", 0.0)),
-            "atol": float(entry.get("atol", 0.0)),
-            "unchecked": True,
-            "spread": {"rel": None, "abs": None, "variants": variants},
-            "note": (
-                base + f" || measured: '{s['kind']}' is a number under some kernel variants ("
-                f"{', '.join(variants)}) and None under others (an outcome within the run's length); "
-                "recorded for reading, not checked on another machine"
-            ).lstrip(" |"),
-        }
+        return _unchecked(
+            entry,
+            variants,
+            f"'{s['kind']}' is a number under some kernel variants ({', '.join(variants)}) and None "
+            "under others (an outcome within the run's length); recorded for reading, not checked on "
+            "another machine",
+        )
     own_r, own_a = float(entry.get("rtol", 0.0)), float(entry.get("atol", 0.0))
     numeric = any(_is_num(x) for _, x in _leaves(v))
     exact_int = s["int_only"] and s["abs"] == 0
