@@ -132,3 +132,28 @@ def test_number_in_one_variant_none_in_another_is_recorded_unchecked():
         {"values": {"x": e}, "verdicts": {}}, {"values": {"x": entry([999, 3])}, "verdicts": {}}
     )
     assert rows[0].ok and rows[0].tolerance == "not checked"
+
+
+def test_a_dict_per_event_with_other_seeds_is_recorded_unchecked_with_a_checked_summary():
+    """Keyed by seed (``"0"``, ``"seed 2 alpha 0.3"``), a per-event dict has other keys where other seeds
+    settled. Its summary over events (medians, shares of no outcome) is checked instead of the entries,
+    with a tolerance from the summaries' own spread: a third run whose events say something else fails."""
+    e = R.derive_tolerance(
+        entry({"0": [1.0, 2.0], "2": [3.0, None]}, rtol=0.0), [{"1": [1.2, 2.0], "2": [3.0, None]}], ["avx2"]
+    )
+    assert e["unchecked"] and e["summary"]["value"] == {".*[*] median": 2.0, ".*[*] none": 0.25}
+    assert e["summary"]["rtol"] == pytest.approx(R.MIN_RTOL)  # the medians agree (2.0 and 2.0)
+
+    def check(v):
+        return R.compare({"values": {"x": e}, "verdicts": {}}, {"values": {"x": entry(v)}, "verdicts": {}})
+
+    ok = check({"5": [2.0, 1.0, None, 3.0], "7": [0.5, 9.0, None, 2.0]})  # other seeds, same summary
+    assert [r.ok for r in ok] == [True, True] and ok[1].name == "x (summary over events)"
+    assert not check({"5": [4.0, 5.0], "7": [6.0, None]})[1].ok  # the median moved
+    assert not check({"5": [2.0, 2.0], "7": [2.0, 2.0]})[1].ok  # every event has an outcome now
+    assert not check({"5": ["a"]})[1].ok  # nothing a number could summarise
+    f = R.derive_tolerance(entry([True, False]), [[True, False, True]], ["avx2"])
+    assert f["summary"]["value"] == {"[*] share": 0.5}
+    assert f["summary"]["rtol"] == pytest.approx(R.SAFETY * (2 / 3 - 0.5) / 0.5)  # measured: 1/2 vs 2/3
+    with pytest.raises(R.RecordError, match="structure"):  # keys that name no event still must agree
+        R.derive_tolerance(entry({"penalty": [1.0], "0": [2.0]}), [{"hinge": [1.0], "0": [2.0]}], ["a"])

@@ -118,6 +118,12 @@ def compare(recorded: dict, now: dict) -> list[Row]:
             continue
         if rec.get("unchecked"):
             rows.append(Row(name, rec["value"], nv[name]["value"], "not checked", True))
+            if rec.get("summary") is not None:
+                sm = rec["summary"]
+                now_s = event_summary(nv[name]["value"])
+                ok = now_s is not None and _close(sm["value"], now_s, sm["rtol"], sm["atol"])
+                st = f"rtol={sm['rtol']:g} atol={sm['atol']:g}"
+                rows.append(Row(f"{name} (summary over events)", sm["value"], now_s, st, ok))
             continue
         rows.append(
             Row(
@@ -186,8 +192,8 @@ def _same_but_lengths(a: Any, b: Any) -> bool:
         return (
             isinstance(a, dict)
             and isinstance(b, dict)
-            and a.keys() == b.keys()
-            and all(_same_but_lengths(a[k], b[k]) for k in a)
+            and all(_event_key(k) for k in a.keys() ^ b.keys())
+            and all(_same_but_lengths(a[k], b[k]) for k in a if k in b)
         )
     if isinstance(a, list) or isinstance(b, list):
         return (
@@ -198,6 +204,47 @@ def _same_but_lengths(a: Any, b: Any) -> bool:
     if _is_num(a) or _is_num(b):
         return a is None or b is None or (_is_num(a) and _is_num(b))
     return a == b
+
+
+def _event_key(k: Any) -> bool:
+    """Whether a dict key names an event (a seed: ``"3"``, ``"seed 3 alpha 0.3 delay 100"``), so that
+    another set of events gives another set of keys."""
+    k = str(k)
+    return k.isdigit() or k.startswith("seed ")
+
+
+def event_summary(v: Any) -> dict | None:
+    """What a per-event value says over its events, whichever events they are: the leaves grouped by their
+    path with every list index and every event key (:func:`_event_key`) replaced by ``*``, and per group the
+    median of its numbers (``"<path> median"``), the share of true among its flags (``"<path> share"``) and,
+    for numbers, the share of None among them (no outcome within the run; ``"<path> none"``).
+    None when the value has no numeric or flag leaf, or a string leaf (nothing a number could summarise)."""
+    groups: dict[str, list] = {}
+
+    def walk(x: Any, path: str) -> bool:
+        if isinstance(x, dict):
+            return all(walk(x[k], f"{path}.{'*' if _event_key(k) else k}") for k in x)
+        if isinstance(x, list):
+            return all(walk(y, f"{path}[*]") for y in x)
+        if isinstance(x, str):
+            return False
+        groups.setdefault(path or "(value)", []).append(x)
+        return True
+
+    if not walk(v, "") or not groups:
+        return None
+    out: dict[str, Any] = {}
+    for path, xs in sorted(groups.items()):
+        flags = [x for x in xs if isinstance(x, bool)]
+        nums = sorted(float(x) for x in xs if _is_num(x) and math.isfinite(float(x)))
+        if flags:
+            out[f"{path} share"] = sum(flags) / len(flags)
+        if nums:
+            m = len(nums) // 2
+            out[f"{path} median"] = nums[m] if len(nums) % 2 else (nums[m - 1] + nums[m]) / 2
+        if len(flags) < len(xs):  # numbers or None: the share of no outcome, 0.0 where every entry has one
+            out[f"{path} none"] = sum(x is None for x in xs) / len(xs)
+    return out or None
 
 
 def spread(ref: Any, others: list) -> dict:
@@ -246,10 +293,12 @@ def spread(ref: Any, others: list) -> dict:
     return out
 
 
-def _unchecked(entry: dict, variants: list[str], why: str) -> dict:
-    """The recorded entry kept for reading and not checked, its note saying ``why``."""
+def _unchecked(entry: dict, others: list, variants: list[str], why: str) -> dict:
+    """The recorded entry kept for reading and not checked, its note saying ``why``; with, where every
+    variant's value has one of the same shape, its :func:`event_summary` recorded as ``summary`` and
+    checked instead, with a tolerance from the summaries' own spread (:func:`derive_tolerance`)."""
     base = entry.get("note", "").split(" || measured:")[0]
-    return {
+    out = {
         "value": entry["value"],
         "rtol": float(entry.get("rtol", 0.0)),
         "atol": float(entry.get("atol", 0.0)),
@@ -257,6 +306,20 @@ def _unchecked(entry: dict, variants: list[str], why: str) -> dict:
         "spread": {"rel": None, "abs": None, "variants": variants},
         "note": (base + " || measured: " + why).lstrip(" |"),
     }
+    summ = event_summary(entry["value"])
+    osum = [event_summary(o) for o in others]
+    if summ is not None and all(o is not None and o.keys() == summ.keys() for o in osum):
+        try:
+            t = derive_tolerance({**entry, "value": summ, "note": ""}, osum, variants)
+        except RecordError:
+            t = None
+        if t is not None and not t.get("unchecked"):
+            out["summary"] = {"value": summ, "rtol": t["rtol"], "atol": t["atol"]}
+            out["note"] += (
+                "; its summary over events (medians, shares, share of no outcome; event_summary) is checked "
+                f"instead, rtol {t['rtol']:.2g} atol {t['atol']:.2g} from the summaries' spread"
+            )
+    return out
 
 
 def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
@@ -279,16 +342,18 @@ def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
         # are recorded as values of their own and checked; the per-event list is kept for reading.
         return _unchecked(
             entry,
+            others,
             variants,
             f"its length (one entry per event) differs between kernel variants ({', '.join(variants)}): "
-            "another set of events settled; recorded for reading, not checked on another machine (the count "
-            "of events and the verdicts are checked)",
+            "another set of events settled (another length, or other event keys); recorded for reading, not "
+            "checked on another machine (the count of events and the verdicts are checked)",
         )
     if s.get("kind"):
         # e.g. steps to recovery: a number where a branch recovered within its length, None where it did not.
         # The verdict built on it is compared exactly; the value itself cannot carry a numeric tolerance.
         return _unchecked(
             entry,
+            others,
             variants,
             f"'{s['kind']}' is a number under some kernel variants ({', '.join(variants)}) and None "
             "under others (an outcome within the run's length); recorded for reading, not checked on "
