@@ -108,3 +108,35 @@ def test_page_as_a_reader_sees_it(browser, path):
     shots.mkdir(exist_ok=True)
     page.screenshot(path=str(shots / f"{path.stem}.png"), full_page=True)
     page.close()
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_page_fits_1280_px_and_says_its_profile(browser, path):
+    """At 1280 px nothing on the page scrolls sideways (the ledger, code cells, tables: the book's stylesheet
+    wraps them); every page of this smoke build carries the banner saying it is not the published book, with
+    the sizes it used; every chapter page ends with the commands that regenerate it."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(300)
+    wide = page.evaluate(
+        """() => Array.from(document.querySelectorAll('article *')).filter(e => {
+               const s = getComputedStyle(e);
+               const scrolls = s.overflowX === 'auto' || s.overflowX === 'scroll';
+               return scrolls && e.scrollWidth > e.clientWidth + 1;
+             }).map(e => e.tagName + '.' + e.className + ' ' + e.scrollWidth + '>' + e.clientWidth)"""
+    )
+    assert not wide, f"{path.name}: scrolls sideways at 1280 px: {wide[:5]}"
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), (
+        f"{path.name}: the page is wider than the window"
+    )
+    banner = (
+        page.inner_text(".bd-header-announcement") if page.query_selector(".bd-header-announcement") else ""
+    )
+    assert "smoke" in banner and "full" in banner, f"{path.name}: no banner naming the smoke profile"
+    if path.stem in CHAPTERS:
+        body = page.inner_text("article")
+        assert "How to rerun this page" in body and f"rcbook run {path.stem} --profile smoke" in body, (
+            f"{path.name}: no rerun section"
+        )
+    page.close()

@@ -18,11 +18,11 @@ def test_ledger_reads_verdicts(tmp_path):
         )
     )
     t = ledger.table(tmp_path, "smoke", ["decomposition"])
-    d1 = next(l for l in t.splitlines() if l.startswith("| D1 "))
+    d1 = next(l for l in t.splitlines() if l.startswith("| **D1** "))
     assert "**supported** ([decomposition](decomposition.ipynb))" in d1 and "err_f64=1.23e-16" in d1
-    c5 = next(l for l in t.splitlines() if l.startswith("| C5 "))
+    c5 = next(l for l in t.splitlines() if l.startswith("| **C5** "))
     assert "**refuted**" in c5 and "not run (`toy-tasks`)" in c5
-    c1 = next(l for l in t.splitlines() if l.startswith("| C1 "))
+    c1 = next(l for l in t.splitlines() if l.startswith("| **C1** "))
     assert "not run" in c1 and "supported" not in c1
     ids = [row[0] for row in ledger.CLAIMS]
     assert len(ids) == len(set(ids)) == 18
@@ -34,7 +34,11 @@ def test_the_ledger_shows_a_rules_reason_in_place_of_its_evidence(tmp_path):
     (tmp_path / "skip" / "results.json").write_text(
         json.dumps({"verdicts": {"C2": {"verdict": "supported", "evidence": {"reason": reason, "n": 16}}}})
     )
-    c2 = next(l for l in ledger.table(tmp_path, "smoke", ["skip"]).splitlines() if l.startswith("| C2 "))
+    c2 = next(l for l in ledger.table(tmp_path, "smoke", ["skip"]).splitlines() if l.startswith("| **C2** "))
     assert reason in c2 and "n=16" not in c2
+    # one short sentence in the row, the whole reason folded beside it; a link to the deciding section
+    labelled = ledger.table(tmp_path, "smoke", ["skip"], labels={("skip", "C2"): "claim-skip-c2"})
+    c2 = next(l for l in labelled.splitlines() if l.startswith("| **C2** "))
+    assert "{ref}`→ section <claim-skip-c2>`" in c2 and "<details><summary>rule's reason</summary>" in c2
     long = {"evidence": {"reason": "x" * 1000}}
     assert len(ledger.evidence_text(long)) == 400 and ledger.evidence_text(long).endswith("…")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..chapters import CHAPTERS
-from . import ledger
+from . import ledger, pages
 from .records import compare, load, load_checked
 from .runner import REPO, build_dir
 
@@ -127,7 +127,9 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
     if st.exists():
         shutil.rmtree(st)
     (st / "chapters").mkdir(parents=True)
+    labels: dict = {}
     shutil.copy(REPO / "_config.yml", st / "_config.yml")
+    shutil.copy(REPO / "references.bib", st / "references.bib")
     if only is None:
         shutil.copy(REPO / "_toc.yml", st / "_toc.yml")
     else:
@@ -141,16 +143,39 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
                 raise FileNotFoundError(
                     f"chapter '{src.stem}' has not been executed at profile '{profile}' ({nb})"
                 )
-            shutil.copy(nb, st / "chapters" / nb.name)
+            labels.update(_stage_notebook(src.stem, nb, st / "chapters" / nb.name))
             if (bdir / src.stem / "figures").exists():
                 shutil.copytree(bdir / src.stem / "figures", st / "chapters" / "figures" / src.stem)
         else:
             shutil.copy(src, st / "chapters" / src.name)
     intro = st / "chapters" / "intro.md"
     if intro.exists() and ledger.MARKER in intro.read_text():
-        intro.write_text(intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS)))
+        intro.write_text(
+            intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
+        )
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
+    banner = pages.announcement(profile, [c for c in CHAPTERS if only is None or c in only])
+    if banner is not None:  # every page of a build that is not the published book says so
+        import yaml
+
+        cfg = yaml.safe_load((st / "_config.yml").read_text())
+        cfg.setdefault("html", {})["announcement"] = banner
+        (st / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True))
     return st
+
+
+def _stage_notebook(chapter: str, src: Path, dst: Path) -> dict:
+    """Copy an executed chapter notebook into the staging folder with a label on each section that decided
+    a verdict and the "How to rerun this page" section appended; returns {(chapter, claim): label}."""
+    import nbformat
+
+    nb = nbformat.read(src, as_version=4)
+    labels = pages.label_verdict_sections(nb, chapter)
+    res = src.parent / "results.json"
+    if res.exists():
+        nb.cells.append(nbformat.v4.new_markdown_cell(pages.rerun_markdown(chapter, load(res))))
+    nbformat.write(nb, dst)
+    return {(chapter, cid): lab for cid, lab in labels.items()}
 
 
 def build(profile: str, root: Path | None = None) -> tuple[int, Path]:

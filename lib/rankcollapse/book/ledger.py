@@ -7,6 +7,7 @@ the chapters' results files and never typed. A claim whose chapter did not run s
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from .results import load
@@ -140,17 +141,79 @@ def collect(build: Path) -> dict:
     return out
 
 
-def table(build: Path, profile: str, known_chapters) -> str:
-    """The ledger as a Markdown table (links to the chapters that were built)."""
+def _strip_parens(text: str) -> str:
+    """``text`` without its parenthesised asides (nested ones included): a bracket opened after a space;
+    one attached to a word, as in ``r(X_L)``, stays."""
+    out, depth, kept = [], 0, 0
+    for i, c in enumerate(text):
+        if c == "(" and (depth or i == 0 or text[i - 1].isspace()) and not kept:
+            depth += 1
+        elif c == ")" and depth:
+            depth -= 1
+        elif not depth:
+            kept += (c == "(") - (c == ")" and kept > 0)
+            out.append(c)
+    return re.sub(r"\s+([,;:.])", r"\1", re.sub(r"\s{2,}", " ", "".join(out))).strip()
+
+
+def short_evidence(v: dict, limit: int = 170) -> str:
+    """One short sentence of what decided a verdict, for the ledger: the rule's reason without its
+    parenthesised detail, cut at a clause boundary near ``limit`` characters (the whole reason is shown
+    beside it, folded)."""
+    t = _strip_parens(evidence_text(v, limit=10_000))
+    parts = re.split(r"(?<=[;.])\s+", t)
+    out = parts[0]
+    for p in parts[1:]:
+        if len(out) + 1 + len(p) > limit:
+            break
+        out += " " + p
+    if len(out) > limit + 60:
+        out = out[: limit - 1].rsplit(" ", 1)[0] + "…"
+    out = out.rstrip(";,: ")
+    if not re.search(r"\d", out):  # the numbers were all in the asides: the first one's first clause
+        m = re.search(r"\s\(([^();,]*\d[^();,]*)", evidence_text(v, limit=10_000))
+        if m:
+            out += f" ({m.group(1).strip()})"
+    return out
+
+
+CITE = {  # the source named first in a claim's source, and its key in references.bib
+    "Dong": "dong2021attention",
+    "Hofmann": "hofmann2026force",
+    "Cirrincione": "cirrincione2026layernorm",
+    "note": "note2021critical",
+}
+
+
+def cited(source: str) -> str:
+    """A claim's source with its work cited (``{cite:t}`` of references.bib), e.g. ``Dong Thm 2.1`` ->
+    ``{cite:t}`dong2021attention`, Thm 2.1``."""
+    for name, key in CITE.items():
+        if source == name or source.startswith(name + " ") or source.startswith(name + ","):
+            rest = source[len(name) :].lstrip(" ,")
+            return f"{{cite:t}}`{key}`" + (f", {rest}" if rest else "")
+    return source
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "/").replace("\n", " ")
+
+
+def table(build: Path, profile: str, known_chapters, labels: dict | None = None) -> str:
+    """The ledger as a Markdown table: per claim its source and strength, the verdict of every chapter that
+    tests it, one short sentence of evidence with a link to the section that decided it (``labels``:
+    {(chapter, claim id): MyST label}) and the rule's whole reason folded beside it."""
+    labels = labels or {}
     verdicts = collect(build)
     lines = [
-        f"Verdicts at the **`{profile}`** profile, gathered from each chapter's results file.",
+        f"Verdicts at the **`{profile}`** profile, gathered from each chapter's results file. Each row "
+        "links to the section where its evidence is; the results files hold every number.",
         "",
-        "| id | claim (source) | paper's strength | verdict here | deciding numbers |",
-        "|---|---|---|---|---|",
+        "| claim | verdict here | evidence |",
+        "|---|---|---|",
     ]
     for cid, claim, source, strength, _ in CLAIMS:
-        vs, nums = [], []
+        vs, ev = [], []
         for ch, v, ran in verdicts[cid]:
             link = f"[{ch}]({ch}.ipynb)" if ch in known_chapters and ran else f"`{ch}`"
             if not ran:
@@ -158,11 +221,20 @@ def table(build: Path, profile: str, known_chapters) -> str:
             elif v is None:
                 vs.append(f"no verdict ({link})")
             else:
-                note = f" (smoke differs from full: {v['smoke_note']})" if v.get("smoke_note") else ""
-                vs.append(f"**{v['verdict']}** ({link}){note}")
-                nums.append(evidence_text(v))
+                vs.append(f"**{v['verdict']}** ({link})")
+                lab = labels.get((ch, cid))
+                where = f" {{ref}}`→ section <{lab}>`" if lab else ""
+                note = (
+                    f" <i>Smoke differs from full: {_cell(v['smoke_note'])}</i>"
+                    if v.get("smoke_note")
+                    else ""
+                )
+                ev.append(
+                    f"{_cell(short_evidence(v))}.{where}{note} <details><summary>rule's reason</summary>"
+                    f"{_cell(evidence_text(v, limit=2000))}</details>"
+                )
         lines.append(
-            f"| {cid} | {claim} ({source}) | {strength} | {'<br>'.join(vs)} | "
-            f"{'<br>'.join(n.replace('|', '/') for n in nums) or '–'} |"
+            f"| **{cid}** {claim} <br><small>{cited(source)}; {strength}</small> | {'<br>'.join(vs)} | "
+            f"{'<br>'.join(ev) or '–'} |"
         )
     return "\n".join(lines) + "\n"

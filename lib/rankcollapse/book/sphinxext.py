@@ -4,10 +4,19 @@ It loads MathJax on every page (chapter titles in the navigation contain maths, 
 loads MathJax on pages whose body has some), and it removes duplicate inline scripts from every page:
 Jupyter Book 1 with sphinx-thebe emits the ``const THEBE_JS_URL = ...`` script twice per page, which
 raises a JavaScript error in the browser ("Identifier 'THEBE_JS_URL' has already been declared").
-The browser test fails on any page error.
+The browser test fails on any page error. It also adds the book's stylesheet (``static/rcbook.css``: code
+cells and tables wrap, so no page scrolls sideways at 1280 px).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+STATIC = Path(__file__).with_name("static")
+
+
+def _static_path(app):
+    app.config.html_static_path.append(str(STATIC))
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -37,6 +46,8 @@ def _maths_everywhere(app, env):
 
 
 def setup(app):
+    app.connect("builder-inited", _static_path)
+    app.add_css_file("rcbook.css")
     app.connect("env-updated", _maths_everywhere)
     app.connect(
         "html-page-context", _dedupe_scripts, priority=100

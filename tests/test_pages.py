@@ -1,0 +1,99 @@
+"""What the book's staging adds to its pages (rankcollapse.book.pages, ledger): rerun sections, the banner
+of a build that is not the published book, labels on the sections that decide verdicts, the ledger's short
+evidence. Each rule on synthetic input, for each of its outcomes."""
+
+import nbformat
+
+from rankcollapse.book import ledger, pages
+
+
+def _nb(cells):
+    nb = nbformat.v4.new_notebook()
+    for kind, src, glue in cells:
+        if kind == "md":
+            nb.cells.append(nbformat.v4.new_markdown_cell(src))
+        else:
+            c = nbformat.v4.new_code_cell(src)
+            c.outputs = [
+                nbformat.v4.new_output(
+                    "display_data", data={"text/plain": "'x'"}, metadata={"scrapbook": {"name": g}}
+                )
+                for g in glue
+            ]
+            nb.cells.append(c)
+    return nb
+
+
+def test_verdict_sections_are_labelled_above_their_heading():
+    nb = _nb(
+        [
+            ("md", "# Title\n\nintro", []),
+            ("md", "text\n## First section\nmore\n```\n# not a heading\n```", []),
+            ("code", "judge()", ["verdict-H3", "other"]),
+            ("code", "judge()", ["verdict-H4"]),
+            ("md", "## Second", []),
+            ("code", "judge()", ["verdict-H5", "verdict-H3"]),
+        ]
+    )
+    labels = pages.label_verdict_sections(nb, "repair-path")
+    assert labels == {
+        "H3": "claim-repair-path-h3",
+        "H4": "claim-repair-path-h4",
+        "H5": "claim-repair-path-h5",
+    }
+    lines = nb.cells[1].source.split("\n")
+    i = lines.index("## First section")
+    assert lines[i - 2 : i] == ["(claim-repair-path-h3)=", "(claim-repair-path-h4)="] and lines[i - 3] == ""
+    assert nb.cells[4].source.split("\n")[:2] == ["(claim-repair-path-h5)=", "## Second"]
+    assert pages.label_verdict_sections(_nb([("code", "x", ["verdict-C1"])]), "c") == {}  # no heading above
+
+
+def test_rerun_section_gives_the_commands_and_every_parameter():
+    doc = {
+        "params": {"profile": "smoke", "device": "auto", "output_dir": "/x", "seeds": [0, 1], "depth": 16}
+    }
+    text = pages.rerun_markdown("repair-driver", doc)
+    assert (
+        "rcbook run repair-driver --profile smoke -p depth 16" in text
+    )  # depth given; seeds is smoke's own
+    assert "papermill - repair-driver.ipynb -p profile smoke -p depth 16" in text
+    assert "| `seeds` | `[0, 1]` (differs) |" in text and "| `output_dir`" not in text
+    full = pages.rerun_markdown(
+        "repair-driver", {"params": {"profile": "full", "device": "cpu", "depth": 12}}
+    )
+    assert "rcbook run repair-driver --profile full --device cpu\n" in full
+
+
+def test_banner_only_off_the_full_profile():
+    assert pages.announcement("full", ["repair-driver"]) is None
+    b = pages.announcement("smoke", ["repair-driver", "toy-tasks"])
+    assert "smoke" in b and "not the published book" in b and "repair-driver: seeds [0, 1]" in b
+
+
+def test_ledger_short_evidence():
+    v = {
+        "evidence": {
+            "reason": "no loss term repaired it (penalty 0 of 2, hinge 0 of 2): 0 of 4 branches; "
+            "reversed ramp 2 of 2; untreated 0 of 2 (book's threshold)"
+        }
+    }
+    assert ledger.short_evidence(v) == (
+        "no loss term repaired it: 0 of 4 branches; reversed ramp 2 of 2; untreated 0 of 2"
+    )
+    assert ledger.short_evidence(
+        {"evidence": {"reason": "held (median 3.04 over 17 runs, kappa 0.17)"}}
+    ) == ("held (median 3.04 over 17 runs)")
+    assert (
+        ledger.short_evidence({"evidence": {"reason": "kept r(X_L) above 0.5"}}) == "kept r(X_L) above 0.5"
+    )
+    long = {"evidence": {"reason": "; ".join(f"clause {i} with number {i}" for i in range(40))}}
+    assert len(ledger.short_evidence(long)) <= 200
+
+
+def test_ledger_cites_each_claim_s_source():
+    assert ledger.cited("Dong Thm 2.2/2.3") == "{cite:t}`dong2021attention`, Thm 2.2/2.3"
+    assert ledger.cited("Hofmann, learning-rate test") == "{cite:t}`hofmann2026force`, learning-rate test"
+    assert ledger.cited("note") == "{cite:t}`note2021critical`"
+    assert ledger.cited("Dongle") == "Dongle"  # a name, not a prefix
+    keys = open("references.bib").read()
+    assert all(f"{{{k}," in keys for k in ledger.CITE.values())
