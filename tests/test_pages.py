@@ -97,3 +97,34 @@ def test_ledger_cites_each_claim_s_source():
     assert ledger.cited("Dongle") == "Dongle"  # a name, not a prefix
     keys = open("references.bib").read()
     assert all(f"{{{k}," in keys for k in ledger.CITE.values())
+
+
+def test_papers_numbers_beside_ours(tmp_path):
+    """Each paper number is read from the chapter's results (never typed), with the ratio where both are
+    numbers; a value the build did not measure says so; on the recorded full results most are measured."""
+    import json
+
+    from rankcollapse.book import papers
+    from rankcollapse.book.build import expected_path
+
+    vals = {"table2": {"value": {"hinge-1x": {"rho_median": 0.1774, "clip_fraction": 0.5}}}}
+    rs = {pn.what: (ours, ratio) for pn, ours, ratio in papers.rows("repair-treatments", vals)}
+    assert rs["ρ median, hinge-1x"] == (("0.177", 0.1774), "2")  # 0.1774 / 0.0887
+    assert rs["ρ median, penalty-1x"] == (None, "–")
+    md = papers.chapter_markdown("repair-treatments", vals)
+    assert "| ρ median, penalty-1x (Hofmann Table 2) | 0.0032 | not measured in this build | – |" in md
+    assert papers.chapter_markdown("decomposition", {}) is None  # the papers report no number of it
+    measured = total = 0
+    for ch in dict.fromkeys(pn.chapter for pn in papers.NUMBERS):
+        values = json.loads(expected_path("full", ch).read_text())["values"]
+        for _, ours, _ in papers.rows(ch, values):
+            total += 1
+            measured += ours is not None
+    assert measured >= 0.85 * total, f"only {measured} of {total} paper numbers found in the full records"
+    (tmp_path / "collapse").mkdir()
+    (tmp_path / "collapse" / "results.json").write_text(
+        json.dumps({"values": {"exponent_decaying_median": {"value": 2.9}}})
+    )
+    page = papers.page(tmp_path, "smoke", ["collapse"])
+    assert "| [collapse](collapse.ipynb) | per-layer exponent" in page and "| 2.9 | 0.967 |" in page
+    assert "| `repair-path` | " in page  # not built here: no link, and 'not measured'

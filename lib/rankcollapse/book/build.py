@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..chapters import CHAPTERS
-from . import ledger, pages
+from . import ledger, pages, papers
 from .records import compare, load, load_checked
 from .runner import REPO, build_dir
 
@@ -154,7 +154,9 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
             intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
         )
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
-    banner = pages.announcement(profile, [c for c in CHAPTERS if only is None or c in only])
+    staged = [c for c in CHAPTERS if only is None or c in only]
+    (st / "chapters" / "paper-numbers.md").write_text(papers.page(bdir, profile, staged))
+    banner = pages.announcement(profile, staged)
     if banner is not None:  # every page of a build that is not the published book says so
         import yaml
 
@@ -173,7 +175,11 @@ def _stage_notebook(chapter: str, src: Path, dst: Path) -> dict:
     labels = pages.label_verdict_sections(nb, chapter)
     res = src.parent / "results.json"
     if res.exists():
-        nb.cells.append(nbformat.v4.new_markdown_cell(pages.rerun_markdown(chapter, load(res))))
+        doc = load(res)
+        beside = papers.chapter_markdown(chapter, doc.get("values", {}))
+        if beside is not None:
+            nb.cells.append(nbformat.v4.new_markdown_cell(beside))
+        nb.cells.append(nbformat.v4.new_markdown_cell(pages.rerun_markdown(chapter, doc)))
     nbformat.write(nb, dst)
     return {(chapter, cid): lab for cid, lab in labels.items()}
 
