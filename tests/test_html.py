@@ -123,7 +123,8 @@ def test_page_fits_1280_px_and_says_its_profile(browser, path):
         """() => Array.from(document.querySelectorAll('article *')).filter(e => {
                const s = getComputedStyle(e);
                const scrolls = s.overflowX === 'auto' || s.overflowX === 'scroll';
-               return scrolls && e.scrollWidth > e.clientWidth + 1;
+               // a display equation wider than the column scrolls by MathJax's design; nothing else may
+               return scrolls && !e.closest('mjx-container') && e.scrollWidth > e.clientWidth + 2;
              }).map(e => e.tagName + '.' + e.className + ' ' + e.scrollWidth + '>' + e.clientWidth)"""
     )
     assert not wide, f"{path.name}: scrolls sideways at 1280 px: {wide[:5]}"
