@@ -128,3 +128,15 @@ def test_papers_numbers_beside_ours(tmp_path):
     page = papers.page(tmp_path, "smoke", ["collapse"])
     assert "| [collapse](collapse.ipynb) | per-layer exponent" in page and "| 2.9 | 0.967 |" in page
     assert "| `repair-path` | " in page  # not built here: no link, and 'not measured'
+
+
+def test_chapter_names_become_links_in_prose_and_glued_markdown():
+    nb = _nb([("md", "See `repair-path` and `repair-path-x`, {doc}`skip`.\n```\n`repair-path`\n```", [])])
+    nb.cells.append(nbformat.v4.new_code_cell("g()"))
+    nb.cells[-1].outputs = [
+        nbformat.v4.new_output("display_data", data={"text/markdown": "as in `skip`; `mlp` not built"})
+    ]
+    assert pages.link_chapter_names(nb, ["repair-path", "skip"]) == 2
+    assert nb.cells[0].source.split("\n")[0] == "See {doc}`repair-path` and `repair-path-x`, {doc}`skip`."
+    assert nb.cells[0].source.split("\n")[2] == "`repair-path`"  # inside a code block: untouched
+    assert nb.cells[1].outputs[0]["data"]["text/markdown"] == "as in {doc}`skip`; `mlp` not built"

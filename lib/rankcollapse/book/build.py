@@ -128,6 +128,7 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
         shutil.rmtree(st)
     (st / "chapters").mkdir(parents=True)
     labels: dict = {}
+    staged = [c for c in CHAPTERS if only is None or c in only]
     shutil.copy(REPO / "_config.yml", st / "_config.yml")
     shutil.copy(REPO / "references.bib", st / "references.bib")
     if only is None:
@@ -143,7 +144,7 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
                 raise FileNotFoundError(
                     f"chapter '{src.stem}' has not been executed at profile '{profile}' ({nb})"
                 )
-            labels.update(_stage_notebook(src.stem, nb, st / "chapters" / nb.name))
+            labels.update(_stage_notebook(src.stem, nb, st / "chapters" / nb.name, staged))
             if (bdir / src.stem / "figures").exists():
                 shutil.copytree(bdir / src.stem / "figures", st / "chapters" / "figures" / src.stem)
         else:
@@ -154,7 +155,6 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
             intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
         )
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
-    staged = [c for c in CHAPTERS if only is None or c in only]
     (st / "chapters" / "paper-numbers.md").write_text(papers.page(bdir, profile, staged))
     banner = pages.announcement(profile, staged)
     if banner is not None:  # every page of a build that is not the published book says so
@@ -166,12 +166,14 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
     return st
 
 
-def _stage_notebook(chapter: str, src: Path, dst: Path) -> dict:
-    """Copy an executed chapter notebook into the staging folder with a label on each section that decided
-    a verdict and the "How to rerun this page" section appended; returns {(chapter, claim): label}."""
+def _stage_notebook(chapter: str, src: Path, dst: Path, staged: list[str]) -> dict:
+    """Copy an executed chapter notebook into the staging folder with chapter names linked, a label on each
+    section that decided a verdict, the papers' numbers beside its own and the "How to rerun this page"
+    section appended; returns {(chapter, claim): label}."""
     import nbformat
 
     nb = nbformat.read(src, as_version=4)
+    pages.link_chapter_names(nb, [c for c in staged if c != chapter])
     labels = pages.label_verdict_sections(nb, chapter)
     res = src.parent / "results.json"
     if res.exists():

@@ -6,6 +6,8 @@ editing it re-executes nothing).
   beside the full profile's.
 * :func:`announcement` -- the banner every page of a build at a profile other than ``full`` carries, with
   the sizes it used (:func:`reduced_sizes`).
+* :func:`link_chapter_names` -- a chapter named as a code span (```repair-path```) in prose or in glued
+  Markdown becomes a link to that chapter (``{doc}``).
 * :func:`label_verdict_sections` -- a label on the section of a chapter page whose cell decided each
   verdict, for the ledger's links.
 """
@@ -177,3 +179,42 @@ def label_verdict_sections(nb: dict, chapter: str) -> dict[str, str]:
         lines[li:li] = ([""] if li > 0 else []) + [f"({lab})=" for lab in labs]
         cells[ci]["source"] = "\n".join(lines)
     return out
+
+
+def _link_names(text: str, names) -> tuple[str, int]:
+    """``text`` with every code span that is exactly a chapter name in ``names`` made a ``{doc}`` link,
+    outside fenced code blocks and not where it already is a role's argument."""
+    out, n, fence = [], 0, False
+    pat = re.compile(
+        r"(?<![\w}`])`(" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")`(?!`)"
+    )
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        elif not fence and names:
+            line, k = pat.subn(r"{doc}`\1`", line)
+            n += k
+        out.append(line)
+    return "\n".join(out), n
+
+
+def link_chapter_names(nb: dict, names) -> int:
+    """Make every chapter named as a code span in the Markdown of ``nb`` (its Markdown cells and its glued
+    Markdown outputs) a link to that chapter (``{doc}`name```; ``names``: the chapters this build has, so
+    the strict build never meets a link to a page it lacks). Returns how many were linked."""
+    names = [n for n in names]
+    total = 0
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            src = cell.get("source", "")
+            src = "".join(src) if isinstance(src, list) else src
+            cell["source"], k = _link_names(src, names)
+            total += k
+        for o in cell.get("outputs", []):
+            data = o.get("data") or {}
+            if "text/markdown" in data:
+                md = data["text/markdown"]
+                md = "".join(md) if isinstance(md, list) else md
+                data["text/markdown"], k = _link_names(md, names)
+                total += k
+    return total
