@@ -64,6 +64,7 @@ import torch
 
 from .. import checkpoint, store
 from . import bytetok
+from .models import _quiet  # transformers' logging and progress bars off, as for loading
 
 ARCHITECTURES = ("bert", "albert", "xlnet")
 MODEL_CLASSES = {"bert": "BertForMaskedLM", "albert": "AlbertForMaskedLM", "xlnet": "XLNetLMHeadModel"}
@@ -319,16 +320,6 @@ def objective(model, arch: str, batch: dict, reduction: str = "mean") -> torch.T
 
 
 # -- models -----------------------------------------------------------------------------------------------
-def _quiet() -> None:
-    try:
-        from transformers.utils import logging as tlog
-
-        tlog.set_verbosity_error()
-        tlog.disable_progress_bar()
-    except Exception:  # pragma: no cover
-        pass
-
-
 def model_config(spec: PretrainSpec):
     """transformers' own config of the architecture at the spec's size, over the byte vocabulary."""
     from transformers import AlbertConfig, BertConfig, XLNetConfig
