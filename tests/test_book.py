@@ -27,6 +27,13 @@ def test_book_renders_glue_and_figures(executed):
     text = re.sub(r"<[^>]+>", "", page)
     assert f"Over {res['values']['recon_configs']['value']} configurations" in " ".join(text.split())
     assert len(re.findall(r"<img[^>]+src=", page)) >= 3
+    # every figure's image carries alt text made from its caption (the build adds it)
+    alts = re.findall(r'<img[^>]*\balt="([^"]*)"', page)
+    assert len(alts) >= 3 and all(a.strip() for a in alts), alts
+    # the papers are cited at their first mention and the citation links to the bibliography
+    assert re.search(r'<a [^>]*href="references\.html#id\d*"[^>]*>Dong <em>et al\.</em></a>', page) or (
+        'href="references.html#' in page and "Dong" in text
+    )
     status = (html / "chapters" / "status.html").read_text()
     assert "decomposition" in status and "smoke" in status
 

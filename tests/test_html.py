@@ -3,7 +3,8 @@
 Needs the smoke book (`rcbook book --profile smoke`, which `bash make.sh test` builds first) and Debian's
 chromium (`make.sh` installs it when run as root). Fails on: a broken or zero-size image, an error or
 traceback in any output, a glued value that did not render, a dead internal link, a chapter missing from
-the navigation. Saves a screenshot of each chapter page to build/smoke/screenshots/ for review.
+the navigation, an image without alt text, a figure without a caption. Saves a screenshot of each
+chapter page to build/smoke/screenshots/ for review.
 """
 
 import os
@@ -78,6 +79,18 @@ def test_page_as_a_reader_sees_it(browser, path):
         ".map(i => i.getAttribute('src'))"
     )
     assert not bad_imgs, f"{path.name}: broken or zero-size images {bad_imgs}"
+    # every image says what it shows (alt text) and every figure has a caption
+    no_alt = page.evaluate(
+        "Array.from(document.querySelectorAll('article img'))"
+        ".filter(i => !(i.getAttribute('alt') || '').trim()).map(i => i.getAttribute('src'))"
+    )
+    assert not no_alt, f"{path.name}: images without alt text {no_alt}"
+    no_caption = page.evaluate(
+        "Array.from(document.querySelectorAll('article figure'))"
+        ".filter(f => !(f.querySelector('figcaption') && f.querySelector('figcaption').innerText.trim()))"
+        ".map(f => f.id || f.className)"
+    )
+    assert not no_caption, f"{path.name}: figures without a caption {no_caption}"
     # no error output or traceback anywhere in the rendered outputs
     outputs = page.eval_on_selector_all(".cell_output, .output", "els => els.map(e => e.innerText)")
     for text in outputs:

@@ -140,3 +140,58 @@ def test_chapter_names_become_links_in_prose_and_glued_markdown():
     assert nb.cells[0].source.split("\n")[0] == "See {doc}`repair-path` and `repair-path-x`, {doc}`skip`."
     assert nb.cells[0].source.split("\n")[2] == "`repair-path`"  # inside a code block: untouched
     assert nb.cells[1].outputs[0]["data"]["text/markdown"] == "as in {doc}`skip`; `mlp` not built"
+
+
+def test_cite_works_cites_the_first_mention_in_prose_only():
+    text = (
+        "# BERT in a heading\n\n"
+        "Dong,\nCordonnier & Loukas (2021) show it; Dong, Cordonnier & Loukas again.\n"
+        "A `BERT` code span, $BERT$ in math, [BERT](http://x) a link, all-MiniLM-L6-v2 a name.\n"
+        "```python\nBERT = 1\n```\n"
+        "BERT's heads first, then BERT proper, then BERT once more; AdamW moments.\n"
+        "| BERT | table |\n"
+    )
+    out = pages.cite_works(text=text)
+    assert out.count("{cite:t}`dong2021attention`") == 1 and "Dong, Cordonnier & Loukas again" in out
+    assert out.startswith("# BERT in a heading\n")  # headings untouched
+    assert "A `BERT` code span, $BERT$ in math, [BERT](http://x) a link, all-MiniLM-L6-v2" in out
+    assert "```python\nBERT = 1\n```" in out
+    assert "BERT's heads first, then BERT {cite:p}`devlin2019bert` proper, then BERT once more" in out
+    assert "AdamW {cite:p}`loshchilov2019decoupled` moments" in out and "wang2020minilm" not in out
+    assert "| BERT | table |" in out
+
+
+def test_cite_works_on_a_notebook_counts_and_skips_outputs():
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "Hofmann & Mäder (2026) weaken the skip."},
+            {
+                "cell_type": "code",
+                "source": "# Hofmann & Mäder",
+                "outputs": [{"data": {"text/markdown": "Hofmann & Mäder"}, "output_type": "display_data"}],
+            },
+            {"cell_type": "markdown", "source": ["Hofmann & Mäder ", "and the critical note."]},
+        ]
+    }
+    assert pages.cite_works(nb) == 2
+    assert nb["cells"][0]["source"] == "{cite:t}`hofmann2026force` weaken the skip."
+    assert nb["cells"][1]["source"] == "# Hofmann & Mäder"
+    assert nb["cells"][1]["outputs"][0]["data"]["text/markdown"] == "Hofmann & Mäder"
+    assert nb["cells"][2]["source"] == "Hofmann & Mäder and the critical note {cite:p}`note2021critical`."
+
+
+def test_alt_from_captions_gives_each_figure_its_caption_s_first_sentence():
+    text = (
+        "```{glue:figure} fig-a\n:name: fig-a\n\n$r(X_l)$ against depth; **bold** and `code`, "
+        "{numref}`fig-b`, $\\log_{10}\\|x\\|$. Second sentence.\n```\n\n"
+        "```{glue:figure} fig-b\n:name: fig-b\n:alt: given\n\nCaption.\n```\n"
+        "```python\nx = 1\n```\n"
+    )
+    out = pages.alt_from_captions(text=text)
+    assert ":name: fig-a\n" in out and out.count(":alt:") == 2
+    alt = next(ln for ln in out.split("\n") if ln.startswith(":alt:") and "given" not in ln)
+    assert alt == ':alt: "r(X_l) against depth; bold and code, fig-b, log_10‖x‖."'
+    assert out.index(':alt: "r(X_l)') < out.index(":name: fig-a")  # right after the directive line
+    nb = {"cells": [{"cell_type": "markdown", "source": text}, {"cell_type": "code", "source": "x"}]}
+    assert pages.alt_from_captions(nb) == 1 and ':alt: "r(X_l)' in nb["cells"][0]["source"]
+    assert len(pages.plain_text("word " * 100, limit=50)) <= 50

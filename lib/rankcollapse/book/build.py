@@ -150,6 +150,8 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
         else:
             shutil.copy(src, st / "chapters" / src.name)
     intro = st / "chapters" / "intro.md"
+    if intro.exists():
+        intro.write_text(pages.cite_works(text=intro.read_text()))
     if intro.exists() and ledger.MARKER in intro.read_text():
         intro.write_text(
             intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
@@ -167,13 +169,16 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
 
 
 def _stage_notebook(chapter: str, src: Path, dst: Path, staged: list[str]) -> dict:
-    """Copy an executed chapter notebook into the staging folder with chapter names linked, a label on each
-    section that decided a verdict, the papers' numbers beside its own and the "How to rerun this page"
-    section appended; returns {(chapter, claim): label}."""
+    """Copy an executed chapter notebook into the staging folder with chapter names linked, works cited at
+    their first mention, alt text from each figure's caption, a label on each section that decided a
+    verdict, the papers' numbers beside its own and the "How to rerun this page" section appended; returns
+    {(chapter, claim): label}."""
     import nbformat
 
     nb = nbformat.read(src, as_version=4)
     pages.link_chapter_names(nb, [c for c in staged if c != chapter])
+    pages.cite_works(nb)
+    pages.alt_from_captions(nb)
     labels = pages.label_verdict_sections(nb, chapter)
     res = src.parent / "results.json"
     if res.exists():

@@ -10,6 +10,11 @@ editing it re-executes nothing).
   Markdown becomes a link to that chapter (``{doc}``).
 * :func:`label_verdict_sections` -- a label on the section of a chapter page whose cell decided each
   verdict, for the ledger's links.
+* :func:`alt_from_captions` -- every figure directive without ``:alt:`` gets one: its caption's first
+  sentence as plain text, for readers who cannot see the image.
+* :func:`cite_works` -- the first mention on a page of a work in ``references.bib`` (the two papers by
+  their authors' names, the critical note, AdamW, LayerNorm, the pretrained architectures, ensembles of
+  shallow networks) becomes a citation (``{cite:t}``/``{cite:p}``), in prose only.
 """
 
 from __future__ import annotations
@@ -217,4 +222,133 @@ def link_chapter_names(nb: dict, names) -> int:
                 md = "".join(md) if isinstance(md, list) else md
                 data["text/markdown"], k = _link_names(md, names)
                 total += k
+    return total
+
+
+# (pattern of the first mention in prose, the MyST it becomes; \g<0> is the mention itself)
+CITATIONS: tuple[tuple[str, str], ...] = (
+    (r"Dong,\s+Cordonnier\s+(?:&|and)\s+Loukas(?:\s+\(2021\))?", "{cite:t}`dong2021attention`"),
+    (r"Hofmann\s+(?:&|and)\s+M\u00e4der(?:\s+\(2026\))?", "{cite:t}`hofmann2026force`"),
+    (r"\bCirrincione\b(?:\s+\(2026\))?", "{cite:t}`cirrincione2026layernorm`"),
+    (r"\bthe critical note\b", "\\g<0> {cite:p}`note2021critical`"),
+    (r"\bensembles of shallow (?:networks|paths)\b", "\\g<0> {cite:p}`veit2016residual`"),
+    (r"\bAdamW(?![-\w'’])", "\\g<0> {cite:p}`loshchilov2019decoupled`"),
+    (r"\b(?:LayerNorm|layer normalisation)(?![-\w'’])", "\\g<0> {cite:p}`ba2016layer`"),
+    (r"(?<![-\w])ALBERT(?![-\w'’])", "\\g<0> {cite:p}`lan2020albert`"),
+    (r"(?<![-\w])XLNet(?![-\w'’])", "\\g<0> {cite:p}`yang2019xlnet`"),
+    (r"(?<![-\w])MiniLM(?![-\w'’])", "\\g<0> {cite:p}`wang2020minilm`"),
+    (r"(?<![-\w])BERT(?![-\w'’])", "\\g<0> {cite:p}`devlin2019bert`"),
+)
+# fenced blocks; heading, label, directive-option and table lines; code spans and roles (`x`, {role}`x`);
+# inline and display math; Markdown links and images; HTML tags and comments
+_PROTECTED = re.compile(
+    r"^[ \t]*(```|~~~).*?^[ \t]*\1[^\n]*$|^[ \t]*[#:(|][^\n]*$|(\{[\w:-]+\})?`[^`\n]*`|\$\$.*?\$\$"
+    r"|\$[^$\n]*\$|!?\[[^\]]*\]\([^)]*\)|<!--.*?-->|<[^>\n]*>",
+    re.M | re.S,
+)
+
+
+def _cite_text(text: str, pending: list[int]) -> str:
+    """``text`` (Markdown) with the first mention of each work still in ``pending`` (indices into
+    :data:`CITATIONS`, removed as they are cited) made a citation, outside fenced blocks, headings, labels,
+    directive options, tables, code spans, roles, math, links and HTML."""
+    pieces, last = [], 0
+    for m in _PROTECTED.finditer(text):
+        pieces.append(text[last : m.start()])
+        pieces.append(m.group(0))
+        last = m.end()
+    pieces.append(text[last:])
+    for pi in range(0, len(pieces), 2):  # even indices: prose between protected spans
+        for i in list(pending):
+            pat, repl = CITATIONS[i]
+            pieces[pi], k = re.subn(pat, repl, pieces[pi], count=1)
+            if k:
+                pending.remove(i)
+    return "".join(pieces)
+
+
+def cite_works(nb: dict | None = None, text: str | None = None):
+    """Cite each work of :data:`CITATIONS` at its first mention in the prose of a page: the Markdown cells of
+    the executed notebook ``nb`` (changed in place; returns how many were cited) or the Markdown ``text``
+    (returns the new text). Glued outputs and code are left alone."""
+    pending = list(range(len(CITATIONS)))
+    if text is not None:
+        return _cite_text(text, pending)
+    for cell in (nb or {}).get("cells", []):
+        if cell.get("cell_type") == "markdown" and pending:
+            src = cell.get("source", "")
+            src = "".join(src) if isinstance(src, list) else src
+            cell["source"] = _cite_text(src, pending)
+    return len(CITATIONS) - len(pending)
+
+
+_FIGURE = re.compile(r"^([ \t]*)(`{3,}|~{3,})\{(?:glue:figure|figure)\}[^\n]*$", re.M)
+
+
+_TEX = {"\\|": "\u2016", "\\le": "\u2264", "\\ge": "\u2265", "\\times": "\u00d7", "\\infty": "\u221e"}
+
+
+def _plain_math(m: re.Match) -> str:
+    t = re.sub(r"\\[,;:! ]", " ", m.group(1))  # thin spaces
+    t = re.sub(r"\\binom\{([^{}]*)\}\{([^{}]*)\}", r"C(\1, \2)", t)
+    for k, v in _TEX.items():
+        t = re.sub(re.escape(k) + (r"(?![A-Za-z])" if k[-1].isalpha() else ""), v, t)
+    t = re.sub(r"\\(?:mathrm|operatorname|text|mathbf|mathit)\b", "", t)
+    t = re.sub(r"\\([A-Za-z]+)", r"\1", t)  # \gamma -> gamma
+    return t.replace("{", "").replace("}", "").replace("\\", "")
+
+
+def plain_text(md: str, limit: int = 200) -> str:
+    """The first sentence of the Markdown ``md`` as plain text (roles and code spans by their text, maths
+    without its delimiters and macros, emphasis and links unwrapped), at most ``limit`` characters."""
+    t = re.sub(r"\{[\w:-]+\}`([^`<]*?)(?:\s*<[^`]*>)?`", r"\1", md)  # {role}`text <target>` -> text
+    t = re.sub(r"`([^`]*)`", r"\1", t)
+    t = re.sub(r"\$\$?([^$]*)\$\$?", _plain_math, t)
+    t = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", t)
+    t = re.sub(r"\*{1,2}(\S[^*]*?)\*{1,2}", r"\1", t)
+    t = " ".join(t.split())
+    m = re.search(r"(?<=[.!?])\s+(?=[A-Z(])", t)
+    if m:
+        t = t[: m.start()]
+    if len(t) > limit:
+        t = t[: limit - 1].rsplit(" ", 1)[0] + "\u2026"
+    return t
+
+
+def _alt_text(text: str) -> tuple[str, int]:
+    out, last, n = [], 0, 0
+    for m in _FIGURE.finditer(text):
+        indent, fence = m.group(1), m.group(2)
+        end = re.compile(r"^[ \t]*" + re.escape(fence) + r"[ \t]*$", re.M).search(text, m.end())
+        if end is None:
+            continue
+        body = text[m.end() : end.start()].split("\n")[1:]
+        opts = [ln for ln in body if ln.strip().startswith(":")]
+        if any(ln.strip().startswith(":alt:") for ln in opts):
+            continue
+        caption = "\n".join(ln for ln in body if not ln.strip().startswith(":"))
+        alt = plain_text(caption)
+        if not alt:
+            continue
+        out.append(text[last : m.end()])
+        out.append(f"\n{indent}:alt: {json.dumps(alt, ensure_ascii=False)}")  # quoted: YAML reads it
+        last = m.end()
+        n += 1
+    out.append(text[last:])
+    return "".join(out), n
+
+
+def alt_from_captions(nb: dict | None = None, text: str | None = None):
+    """Give every ``{glue:figure}``/``{figure}`` directive in the Markdown of ``nb`` (changed in place;
+    returns how many were given one) or in ``text`` (returns the new text) that has no ``:alt:`` option
+    one: :func:`plain_text` of its caption."""
+    if text is not None:
+        return _alt_text(text)[0]
+    total = 0
+    for cell in (nb or {}).get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            src = cell.get("source", "")
+            src = "".join(src) if isinstance(src, list) else src
+            cell["source"], k = _alt_text(src)
+            total += k
     return total
