@@ -28,7 +28,7 @@ CASES = {
     "H2": {
         "supported": _ev(),
         "refuted": _ev(hinge_4x=4),
-        "inconclusive": _ev(hinge_4x=2),
+        "inconclusive": _ev(n=10, rev=10, hinge_4x=4),  # 4 of 10 against 0 of 10: Fisher p 0.043
     }
 }
 
@@ -49,11 +49,11 @@ def test_h2_supported_needs_the_positive_control_and_the_hinges_push():
 
 
 def test_h2_refutation_is_more_than_half_the_events_of_one_term():
-    assert trt.verdict_h2(_ev(cosine_1x=3))[0] == "inconclusive"  # half is not more than half
+    assert trt.verdict_h2(_ev(cosine_1x=3))[0] != "refuted"  # half is not more than half
     v, why = trt.verdict_h2(_ev(cosine_1x=4))
     assert v == "refuted" and why.startswith("cosine-1x") and "4 of 6" in why
     # two events (smoke): a term must recover in both to refute
-    assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=1))[0] == "inconclusive"
+    assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=1))[0] != "refuted"
     assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=2))[0] == "refuted"
     # a refutation does not need the positive control
     assert trt.verdict_h2(_ev(rev=0, penalty_1x=6))[0] == "refuted"
@@ -99,10 +99,70 @@ def test_h2_evidence_reads_both_thresholds_from_the_summary():
     strict = trt.h2_evidence(p, [{}, {}], summ)
     lit = trt.h2_evidence(p, [{}, {}], summ, literal=True)
     assert strict["recovered_by_term"]["hinge-1x"] == 0 and lit["recovered_by_term"]["hinge-1x"] == 1
-    assert trt.verdict_h2(strict)[0] == "supported" and trt.verdict_h2(lit)[0] == "inconclusive"
+    assert trt.verdict_h2_zero(strict)[0] == "supported" and trt.verdict_h2_zero(lit)[0] == "inconclusive"
 
 
 def test_literal_position_phrase():
     assert trt.literal_position([1.57, 1.73], 1.5).startswith("barely above")
     assert trt.literal_position([1.2, 1.4], 1.5).startswith("at or below")
     assert "1 of 2 events" in trt.literal_position([1.33, 1.55], 1.5)
+
+
+def test_fisher_greater_is_the_hypergeometric_tail():
+    from math import comb
+
+    assert trt.fisher_greater(0, 0, 7) == 1.0
+    assert abs(trt.fisher_greater(1, 0, 7) - 0.5) < 1e-15  # one recovery: either arm, equally likely
+    assert abs(trt.fisher_greater(4, 0, 10) - comb(10, 4) / comb(20, 4)) < 1e-15
+    assert abs(trt.fisher_greater(4, 0, 8) - 70 / 1820) < 1e-15
+    assert trt.fisher_greater(0, 3, 8) == 1.0  # fewer than the control: nothing to see
+    assert trt.fisher_greater(3, 1, 8) > trt.fisher_greater(4, 1, 8) > trt.fisher_greater(5, 1, 8)
+    from scipy.stats import fisher_exact
+
+    for k, c, n in [(2, 0, 6), (3, 1, 8), (5, 2, 9), (1, 1, 2)]:
+        ref = fisher_exact([[k, n - k], [c, n - c]], alternative="greater").pvalue
+        assert abs(trt.fisher_greater(k, c, n) - ref) < 1e-12
+    for bad in [(-1, 0, 3), (4, 0, 3), (0, 0, 0)]:
+        try:
+            trt.fisher_greater(*bad)
+        except ValueError as e:
+            assert "0 <= k <= n" in str(e)
+        else:
+            raise AssertionError(bad)
+
+
+def test_h2_one_recovered_branch_does_not_decide_but_the_first_rule_did():
+    """The two full hosts: an AVX-512 host with 7 events of which seed 0's penalty-4x recovered (1 of 35),
+    an AVX2 host with 8 events and no loss-term branch recovered (0 of 40). The first rule gave them
+    different verdicts; the rule that decides gives both the same."""
+    avx512 = _ev(n=7, rev=7, penalty_4x=1)
+    avx2 = _ev(n=8, rev=8)
+    assert trt.verdict_h2_zero(avx512)[0] == "inconclusive" and trt.verdict_h2_zero(avx2)[0] == "supported"
+    assert trt.verdict_h2(avx512)[0] == trt.verdict_h2(avx2)[0] == "supported"
+    _, why = trt.verdict_h2(avx512)
+    assert "penalty-4x's 0.5" in why and "1 of 35" in why
+
+
+def test_h2_a_term_that_beats_the_untreated_is_not_support():
+    v, why = trt.verdict_h2(_ev(n=8, rev=8, hinge_1x=4))  # 4 of 8 against 0 of 8: p 0.038
+    assert v == "inconclusive" and "hinge-1x recovered more often than the untreated" in why
+    assert trt.verdict_h2(_ev(n=8, rev=8, hinge_1x=4, untreated=2))[0] == "supported"  # p 0.30
+    assert trt.verdict_h2(_ev(n=8, rev=8, hinge_1x=3))[0] == "supported"  # p 0.10: not shown
+    # without the negative control there is nothing to compare with
+    v, why = trt.verdict_h2(_ev(untreated=None))
+    assert v == "inconclusive" and "untreated control was not run" in why
+    assert trt.verdict_h2_zero(_ev(untreated=None))[0] == "supported"  # the first rule did not ask
+
+
+def test_h2_first_rule_outcomes():
+    assert trt.verdict_h2_zero(_ev())[0] == "supported"
+    assert trt.verdict_h2_zero(_ev(hinge_4x=4))[0] == "refuted"
+    v, why = trt.verdict_h2_zero(_ev(hinge_4x=1))
+    assert v == "inconclusive" and "some loss-term branches recovered" in why
+    assert trt.verdict_h2_zero(_ev(n=0))[0] == "inconclusive"
+
+
+def test_min_significant():
+    assert trt.min_significant(0, 8) == 4 and trt.min_significant(0, 10) == 4
+    assert trt.min_significant(0, 2) is None  # two events cannot show anything at 0.05
+    assert trt.min_significant(2, 8) == 7
