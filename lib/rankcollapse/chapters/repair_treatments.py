@@ -644,7 +644,9 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
     v, reason = verdict_h2(ev)
     ch.glue("h2_reason", reason)
     v_zero, why_zero = verdict_h2_zero(ev)
-    ch.value("h2_verdict_first_rule", v_zero, note="H2 by the first rule (RULE_H2_ZERO); does not decide")
+    # shown, not checked: the verdict that changed with the machine (RULE_H2_CHANGE) cannot be recorded as a
+    # value that must hold elsewhere; it stays in the verdict's evidence
+    ch.glue("h2_verdict_first_rule", v_zero)
     ch.glue("h2_reason_first_rule", why_zero)
     ch.glue("h2_rule_change", RULE_H2_CHANGE)
     n, un = ev["events"], ev["untreated_recovered"]
