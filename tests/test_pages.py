@@ -177,7 +177,9 @@ def test_cite_works_on_a_notebook_counts_and_skips_outputs():
     assert nb["cells"][0]["source"] == "{cite:t}`hofmann2026force` weaken the skip."
     assert nb["cells"][1]["source"] == "# Hofmann & Mäder"
     assert nb["cells"][1]["outputs"][0]["data"]["text/markdown"] == "Hofmann & Mäder"
-    assert nb["cells"][2]["source"] == "Hofmann & Mäder and the critical note {cite:p}`note2021critical`."
+    assert (
+        nb["cells"][2]["source"] == "Hofmann & Mäder and the critical note {cite:yearpar}`note2021critical`."
+    )
 
 
 def test_alt_from_captions_gives_each_figure_its_caption_s_first_sentence():

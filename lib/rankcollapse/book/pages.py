@@ -230,7 +230,7 @@ CITATIONS: tuple[tuple[str, str], ...] = (
     (r"Dong,\s+Cordonnier\s+(?:&|and)\s+Loukas(?:\s+\(2021\))?", "{cite:t}`dong2021attention`"),
     (r"Hofmann\s+(?:&|and)\s+M\u00e4der(?:\s+\(2026\))?", "{cite:t}`hofmann2026force`"),
     (r"\bCirrincione\b(?:\s+\(2026\))?", "{cite:t}`cirrincione2026layernorm`"),
-    (r"\bthe critical note\b", "\\g<0> {cite:p}`note2021critical`"),
+    (r"\bthe critical note\b", "\\g<0> {cite:yearpar}`note2021critical`"),
     (r"\bensembles of shallow (?:networks|paths)\b", "\\g<0> {cite:p}`veit2016residual`"),
     (r"\bAdamW(?![-\w'’])", "\\g<0> {cite:p}`loshchilov2019decoupled`"),
     (r"\b(?:LayerNorm|layer normalisation)(?![-\w'’])", "\\g<0> {cite:p}`ba2016layer`"),
