@@ -55,3 +55,65 @@ def test_compute_model_and_q2_identities():
     assert q["beta"].shape == (2, 2) and q["cond_head"].shape == (2, 2, 2)
     again = rm.compute_model(("init", "bert", 0), vars(p))
     assert again["summary"]["transformer"]["mean"] == s["transformer"]["mean"]  # seeded: bit-identical
+
+
+def test_validate_checks_the_checkpoints_trained_here_before_work():
+    with pytest.raises(ParameterError, match="train_heads"):
+        rm.validate(params(train_hidden=30, train_heads=4))
+    with pytest.raises(ParameterError, match="train_seeds"):
+        rm.validate(params(train_seeds=[1, 1]))
+    specs = rm.train_specs(params(architectures=["bert", "xlnet"], train_seeds=[0, 3]))
+    assert [(s.arch, s.seed, s.ctx) for s in specs] == [
+        ("bert", 0, 10),
+        ("bert", 3, 10),
+        ("xlnet", 0, 10),
+        ("xlnet", 3, 10),
+    ]
+    assert len({s.to_dict()["layers"] for s in specs}) == 1  # one recipe for every architecture
+
+
+def test_a_checkpoint_trained_here_is_a_model_of_its_own(tmp_path, monkeypatch):
+    """Trained through the store (a second call loads it), loaded as the chapter loads any checkpoint folder,
+    keyed per seed, drawn in the middle column of Figure 2 and counted among the trained models of Q2 and of
+    the per-weights verdict table; progress lines go to the given file."""
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
+    p = params(train_seeds=[0], train_layers=1, train_hidden=16, train_heads=2, train_steps=3, train_batch=2)
+    log = tmp_path / "progress.log"
+    trained = rm.pretrain_all(p, 1, log=lambda m: None, progress=str(log))
+    assert set(trained) == {("bert", 0)} and "held-out loss" in log.read_text()
+    r = trained[("bert", 0)]
+    assert r["unigram_loss"] > 0 and r["cpu_seconds"] >= 0
+    n_lines = len(log.read_text().splitlines())
+    assert rm.pretrain_all(p, 1, log=lambda m: None, progress=str(log))[("bert", 0)]["path"] == r["path"]
+    assert "loaded from the store" in log.read_text().splitlines()[n_lines]
+    specs = rm.models(p, "cpu", trained)
+    assert [s[0] for s in specs] == ["init", "trained", "pretrained"]
+    res = [rm.compute_model(s, vars(p)) for s in specs[:2]]
+    assert [x["key"] for x in res] == ["bert_init", "bert_trained_s0"]
+    assert res[1]["summary"]["_state"] == "trained" and res[1]["tokenizer"] == "own"
+    summ, qs, _ = rm.by_model(res)
+    assert set(rm.evidence_q2(qs)["trained"]) == {"bert_trained_s0"}
+    table = rm.table_verdicts_by_state(summ)
+    assert "| random init | 1 |" in table and "| trained here | 1 |" in table
+    fig = rm.fig_residuals(summ, ["bert"])
+    assert len([a for a in fig.axes if a.get_visible()]) == 2  # init | trained here; no pretrained column
+
+
+def test_checkpoints_that_did_not_learn_are_left_out_of_the_verdicts_and_shown_apart():
+    summ = {
+        "bert_init": {"_state": "init", "_arch": "bert"},
+        "bert_trained_s0": {"_state": "trained", "_arch": "bert"},
+        "bert_trained_s1": {"_state": "trained", "_arch": "bert"},
+    }
+    for s in summ.values():
+        for v in ("SAN", "SAN+MLP", "SAN+skip", "transformer"):
+            s[v] = {"collapse_layer": 2, "L": 4, "r0": 0.6, "r_final": 1e-8, "min_r": 0.5}
+    trained = {
+        ("bert", 0): {"heldout_loss": 2.9, "unigram_loss": 3.2},
+        ("bert", 1): {"heldout_loss": 3.15, "unigram_loss": 3.2},  # 0.05 below: on the plateau
+    }
+    assert rm.learned(trained[("bert", 0)]) and not rm.learned(trained[("bert", 1)])
+    judged, out = rm.split_learned(summ, trained)
+    assert out == ["bert_trained_s1"] and set(judged) == {"bert_init", "bert_trained_s0"}
+    table = rm.table_verdicts_by_state(summ, out)
+    assert "| trained here | 1 |" in table and "| trained here, did not learn | 1 |" in table

@@ -20,8 +20,11 @@ def _q2(frac, frac_init=1.0):
         "frac_holding_fitted_gamma": 1.0,
     }
     return {
-        "pretrained": {"bert_pretrained": pre},
-        "init": {"bert_init": dict(pre, frac_heads_holding=frac_init)},
+        "trained": {
+            "bert_pretrained": dict(pre, state="pretrained"),
+            "bert_trained_s0": dict(pre, state="trained"),
+        },
+        "init": {"bert_init": dict(pre, frac_heads_holding=frac_init, state="init")},
     }
 
 
@@ -51,13 +54,26 @@ CASES = {
 }
 
 
-def test_q2_without_a_pretrained_checkpoint_is_not_run():
-    assert rm.verdict_q2({"pretrained": {}, "init": {"x": _q2(1.0)["init"]["bert_init"]}})[0] == "not run"
+def test_q2_without_a_trained_checkpoint_is_not_run():
+    assert rm.verdict_q2({"trained": {}, "init": {"x": _q2(1.0)["init"]["bert_init"]}})[0] == "not run"
+
+
+def test_q2_reads_every_trained_checkpoint_and_shows_the_pretrained_only_rule():
+    """One checkpoint trained here that fails the condition refutes Q2, although the loaded pretrained one
+    (the rule before #19 read it alone) satisfies it everywhere."""
+    ev = _q2(1.0)
+    ev["trained"]["bert_trained_s0"] = dict(
+        ev["trained"]["bert_trained_s0"], frac_heads_holding=0.2, max=4.0
+    )
+    assert rm.verdict_q2(ev)[0] == "refuted"
+    assert rm.pretrained_only_verdict_q2(ev) == "supported"
+    only_here = {"trained": {"a": dict(ev["trained"]["bert_trained_s0"])}, "init": {}}
+    assert rm.pretrained_only_verdict_q2(only_here) == "not run"
 
 
 def test_q2_evidence_and_the_old_rule():
-    """The evidence splits pretrained from init; the old rule reads the fitted condition (which holds by
-    construction), so it can say 'supported' where the a-priori rule refutes."""
+    """The evidence splits trained (here or loaded) from init; the old rule reads the fitted condition (which
+    holds by construction), so it can say 'supported' where the a-priori rule refutes."""
     q = {
         "x": {
             "state": "pretrained",
@@ -73,6 +89,7 @@ def test_q2_evidence_and_the_old_rule():
         },
     }
     ev = rm.evidence_q2(q)
-    assert set(ev["pretrained"]) == {"x"} and set(ev["init"]) == {"y"}
+    assert set(ev["trained"]) == {"x"} and set(ev["init"]) == {"y"}
+    assert ev["trained"]["x"]["state"] == "pretrained"
     assert rm.verdict_q2(ev)[0] == "refuted"
     assert rm.old_verdict_q2(ev) == "supported"

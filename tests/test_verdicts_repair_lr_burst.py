@@ -105,3 +105,19 @@ def test_onset_bracket():
     assert lrb.onset_bracket(ms, dict.fromkeys(ms, 0)) == (16.0, None)
     # a grid given out of order is read in order
     assert lrb.onset_bracket([16.0, 8.0], {8.0: 0, 16.0: 1}) == (8.0, 16.0)
+
+
+def test_h6_testable_on_the_typical_skip_collapse_not_the_least_closed_one():
+    """RULE_H6_CHANGE: one skip collapse that keeps 1.4e-4 of the healthy Q/K (the others ~1e-10 of it) made
+    the evidence 'not testable' under the rule before the change; the typical (median) skip collapse closes
+    the path, so the test is made, and 'open' is still judged against 100 x the least closed one."""
+    ev = _h6([3e-3, 2e-3, 4e-3], [True, False, False]) | {"qk_skip": 7.5e-6, "qk_skip_median": 8.7e-11}
+    assert lrb.verdict_h6(ev)[0] == "supported"
+    v, why = lrb.verdict_h6(ev, testable_on="max")
+    assert v == "inconclusive" and "largest skip collapse" in why
+    # open is judged against the largest: bursts within 100x of it are closed even though the median is tiny
+    closed = ev | {"qk_collapsed": [5e-4, 6e-4, 7e-4]}
+    assert lrb.path_state(closed)["state"] == "closed" and lrb.verdict_h6(closed)[0] == "refuted"
+    # and when the typical skip collapse does not close the path either, the test is not made
+    loose = ev | {"qk_skip_median": 1e-5}
+    assert lrb.verdict_h6(loose)[0] == "inconclusive" and "median skip collapse" in lrb.verdict_h6(loose)[1]

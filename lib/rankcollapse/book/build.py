@@ -150,12 +150,11 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
         else:
             shutil.copy(src, st / "chapters" / src.name)
     intro = st / "chapters" / "intro.md"
-    if intro.exists():
-        intro.write_text(pages.cite_works(text=intro.read_text()))
-    if intro.exists() and ledger.MARKER in intro.read_text():
-        intro.write_text(
-            intro.read_text().replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
-        )
+    if intro.exists():  # one read, the citations and the ledger, one write
+        text = pages.cite_works(text=intro.read_text())
+        if ledger.MARKER in text:
+            text = text.replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
+        intro.write_text(text)
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
     (st / "chapters" / "paper-numbers.md").write_text(papers.page(bdir, profile, staged))
     banner = pages.announcement(profile, staged)

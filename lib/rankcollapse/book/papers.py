@@ -173,6 +173,11 @@ MINILM = (
     "pretrained BERT here is MiniLM (6 layers, hidden 384): bert-base-cased cannot be downloaded offline"
 )
 
+OWN_BERT = (
+    "pretrained BERT here is the book's own, seed 0 (real-models' train_* parameters; masked LM on the "
+    "pydoc text), not bert-base-cased"
+)
+
 NUMBERS: list[PaperNumber] = [
     PaperNumber(
         "collapse",
@@ -263,6 +268,36 @@ NUMBERS: list[PaperNumber] = [
         None,
         first_collapse_layer("collapse_layer_bert_pretrained_san"),
         MINILM,
+    ),
+    *(
+        PaperNumber(
+            "real-models",
+            "Dong Fig. 2",
+            f"BERT pretrained: {what}",
+            paper,
+            value,
+            ours(key),
+            OWN_BERT,
+        )
+        for what, paper, value, ours, key in (
+            ("r(X) at layer 0", "≈0.69", 0.69, scalar, "r0_bert_trained_s0"),
+            ("SAN+skip at the last layer", "≈0.07", 0.07, scalar, "rL_bert_trained_s0_san_skip"),
+            ("transformer at the last layer", "≈0.3", 0.3, scalar, "rL_bert_trained_s0_transformer"),
+            (
+                "SAN+MLP reaches ≈0",
+                "by ~layer 4",
+                None,
+                first_collapse_layer,
+                "collapse_layer_bert_trained_s0_san_mlp",
+            ),
+            (
+                "SAN reaches ≈0",
+                "by ~layer 5",
+                None,
+                first_collapse_layer,
+                "collapse_layer_bert_trained_s0_san",
+            ),
+        )
     ),
     PaperNumber(
         "real-models",

@@ -44,7 +44,7 @@ held-out split, with the positions to predict (and the masking) drawn from a fix
 *unigram* loss: the cross-entropy of the training split's byte frequencies (add-one smoothed) on the same
 predicted bytes. A model that learned anything beyond byte frequencies has ``heldout_loss < unigram_loss``.
 
-Not used by the real-models chapter yet.
+The real-models chapter trains its trained panels of Figure 2 with it (``real_models.pretrain_all``).
 """
 
 from __future__ import annotations
