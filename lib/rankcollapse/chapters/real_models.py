@@ -584,7 +584,10 @@ def table_verdicts_by_state(summ: dict, unlearned: list[str] = ()) -> str:
 def glue_unlearned(ch, summ: dict, unlearned: list[str]) -> None:
     """Glue ``unl_sentence`` (Markdown): over the checkpoints trained here that did not learn, whether the
     two variants that keep the attention skip lost their residual (lowest mean r below :data:`COLLAPSED`),
-    the unigram plateau seen as a collapse, or that every checkpoint learned."""
+    the unigram plateau seen as a collapse, or that every checkpoint learned; and how many models are
+    judged (``n_judged``) and left out (``n_unlearned``)."""
+    ch.glue("n_judged", len(summ) - len(unlearned))
+    ch.glue("n_unlearned", len(unlearned))
     if not unlearned:
         ch.glue("unl_sentence", "Every checkpoint trained in this build learned, so no row is left out.")
         return
