@@ -101,9 +101,9 @@ def test_a_checkpoint_trained_here_is_a_model_of_its_own(tmp_path, monkeypatch):
 
 def test_checkpoints_that_did_not_learn_are_left_out_of_the_verdicts_and_shown_apart():
     summ = {
-        "bert_init": {"_state": "init", "_arch": "bert"},
-        "bert_trained_s0": {"_state": "trained", "_arch": "bert"},
-        "bert_trained_s1": {"_state": "trained", "_arch": "bert"},
+        "bert_init": {"_state": "init", "_arch": "bert", "_seed": None},
+        "bert_trained_s0": {"_state": "trained", "_arch": "bert", "_seed": 0},
+        "bert_trained_s1": {"_state": "trained", "_arch": "bert", "_seed": 1},
     }
     for s in summ.values():
         for v in ("SAN", "SAN+MLP", "SAN+skip", "transformer"):
@@ -115,5 +115,6 @@ def test_checkpoints_that_did_not_learn_are_left_out_of_the_verdicts_and_shown_a
     assert rm.learned(trained[("bert", 0)]) and not rm.learned(trained[("bert", 1)])
     judged, out = rm.split_learned(summ, trained)
     assert out == ["bert_trained_s1"] and set(judged) == {"bert_init", "bert_trained_s0"}
-    table = rm.table_verdicts_by_state(summ, out)
+    assert [k for k, s in summ.items() if not s["_learned"]] == out  # marked once, read by figure and tables
+    table = rm.table_verdicts_by_state(summ)
     assert "| trained here | 1 |" in table and "| trained here, did not learn | 1 |" in table

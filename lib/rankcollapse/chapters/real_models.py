@@ -339,10 +339,10 @@ def load(spec, p, device) -> hm.Loaded:
         seed, path = arg
         loaded = hm.load_pretrained(path, device)
         return dataclasses.replace(
-            loaded, state="trained", label=f"{arch.upper()} trained here, seed {seed}"
+            loaded, state="trained", label=f"{ARCH_NAMES[arch]} trained here, seed {seed}"
         )
     if state == "init":
-        return hm.random_model(
+        loaded = hm.random_model(
             arch,
             arg,
             device,
@@ -351,6 +351,7 @@ def load(spec, p, device) -> hm.Loaded:
             heads=p.init_heads,
             vocab=hm.bert_tokenizer().vocab_size,
         )
+        return dataclasses.replace(loaded, label=f"{ARCH_NAMES[arch]} random init")
     return hm.load_pretrained(arg, device)
 
 
@@ -387,7 +388,13 @@ def compute_model(spec, params: dict, device: str = "cpu") -> dict:
     ids, which = token_ids(loaded, p)
     quiet = lambda msg: None  # noqa: E731
     curves = residual_curves(loaded, ids, p.batch, log=quiet)
-    summ = {**curve_summary(curves), "_arch": loaded.arch, "_state": loaded.state, "_label": loaded.label}
+    summ = {
+        **curve_summary(curves),
+        "_arch": loaded.arch,
+        "_state": loaded.state,
+        "_label": loaded.label,
+        "_seed": spec[2][0] if spec[0] == "trained" else None,
+    }
     q = q2_stats(loaded, ids[: p.q2_seq], p.batch, log=quiet)
     return {
         "key": model_key(spec),
@@ -530,20 +537,24 @@ def split_learned(summ: dict, trained: dict) -> tuple[dict, list[str]]:
     """The models the verdicts are decided on, and the keys left out: a checkpoint trained here that did not
     learn more than byte frequencies (:func:`learned`) sits on the unigram plateau, where every token is
     predicted alike; it is not a trained model in the paper's sense, so the verdicts leave it out and the
-    page shows the rules on it apart (:func:`table_verdicts_by_state`)."""
-    out = [
-        k
-        for k, s in summ.items()
-        if s["_state"] == "trained" and not learned(trained[(s["_arch"], int(k.rsplit("_s", 1)[1]))])
-    ]
-    return {k: s for k, s in summ.items() if k not in out}, out
+    page shows the rules on it apart (:func:`table_verdicts_by_state`). Marks every summary with
+    ``_learned`` (True for random init and pretrained), which the figure and the tables read."""
+    for s in summ.values():
+        s["_learned"] = s["_state"] != "trained" or learned(trained[(s["_arch"], s["_seed"])])
+    out = [k for k, s in summ.items() if not s["_learned"]]
+    return {k: s for k, s in summ.items() if s["_learned"]}, out
+
+
+def _unlearned(summ: dict) -> list[str]:
+    """The keys :func:`split_learned` marked as not learned (none before it ran)."""
+    return [k for k, s in summ.items() if not s.get("_learned", True)]
 
 
 def table_training(trained: dict) -> str:
     """Markdown table: per checkpoint trained here, the held-out loss against the unigram baseline, the
     last training loss and the training time."""
     rows = [
-        f"| {arch.upper()} | {seed} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} | "
+        f"| {ARCH_NAMES[arch]} | {seed} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} | "
         f"{r['unigram_loss'] - r['heldout_loss']:.3f} | {r['train_loss_last']:.3f} | "
         f"{r['cpu_seconds']:.0f} | {'yes' if learned(r) else 'no'} |"
         for (arch, seed), r in sorted(trained.items(), key=lambda kv: (ARCH_ORDER.index(kv[0][0]), kv[0][1]))
@@ -556,14 +567,16 @@ def table_training(trained: dict) -> str:
 
 
 ARCH_ORDER = ("bert", "albert", "xlnet")
+ARCH_NAMES = {"bert": "BERT", "albert": "ALBERT", "xlnet": "XLNet"}
 STATE_NAMES = {"init": "random init", "trained": "trained here", "pretrained": "pretrained checkpoint"}
 
 
-def table_verdicts_by_state(summ: dict, unlearned: list[str] = ()) -> str:
+def table_verdicts_by_state(summ: dict) -> str:
     """Markdown table: the rules of C1, C2 and C3 applied to the models of one kind of weights at a time
-    (random init, trained here, pretrained; the checkpoints trained here that did not learn, ``unlearned``,
-    in a row of their own), so a reader sees where trained and random weights differ. The ledger's verdict
-    is the rule over every model but the unlearned ones together."""
+    (random init, trained here, pretrained; the checkpoints trained here that did not learn, as marked by
+    :func:`split_learned`, in a row of their own), so a reader sees where trained and random weights
+    differ. The ledger's verdict is the rule over every model but the unlearned ones together."""
+    unlearned = _unlearned(summ)
     rows = []
     groups = {
         name: {k: s for k, s in summ.items() if s["_state"] == state and k not in unlearned}
@@ -581,11 +594,12 @@ def table_verdicts_by_state(summ: dict, unlearned: list[str] = ()) -> str:
     return "| weights | models | C1 | C2 | C3 |\n|---|---|---|---|---|\n" + "\n".join(rows)
 
 
-def glue_unlearned(ch, summ: dict, unlearned: list[str]) -> None:
+def glue_unlearned(ch, summ: dict) -> None:
     """Glue ``unl_sentence`` (Markdown): over the checkpoints trained here that did not learn, whether the
     two variants that keep the attention skip lost their residual (lowest mean r below :data:`COLLAPSED`),
     the unigram plateau seen as a collapse, or that every checkpoint learned; and how many models are
-    judged (``n_judged``) and left out (``n_unlearned``)."""
+    judged (``n_judged``) and left out (``n_unlearned``), as marked by :func:`split_learned`."""
+    unlearned = _unlearned(summ)
     ch.glue("n_judged", len(summ) - len(unlearned))
     ch.glue("n_unlearned", len(unlearned))
     if not unlearned:
@@ -1195,12 +1209,12 @@ def _keys(summ: dict, arch: str, state: str) -> list[str]:
 COLUMNS = (("init", "random init"), ("trained", "trained here"), ("pretrained", "pretrained checkpoint"))
 
 
-def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False, unlearned: list[str] = ()):
+def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
     """Figure 2: one row per architecture; panels random init | trained here | pretrained checkpoint (the
     last column only where some architecture has one; an architecture without one has no panel there). Init
     and pretrained: mean over sequences ± one std (log axis: the 10–90 % band); trained here: the mean over
     training seeds of each seed's mean curve, the band from the lowest to the highest seed, over the seeds
-    that learned (all of them, marked so, where none did; ``unlearned``: :func:`split_learned`'s keys). The
+    that learned (all of them, marked so, where none did; as marked by :func:`split_learned`). The
     authors' approximate values as black-edged markers (their pretrained values on both trained columns)."""
     import matplotlib.pyplot as plt
 
@@ -1213,6 +1227,7 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False, unlearn
         sharey=not log_scale,
     )
     floor = 1e-9 if log_scale else -np.inf
+    unlearned = _unlearned(summ)
     for i, arch in enumerate(archs):
         for j, (state, title) in enumerate(cols):
             ax = axes[i, j]
@@ -1246,15 +1261,14 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False, unlearn
                 )
             if keys:
                 none = state == "trained" and all(k in unlearned for k in keys)
-                lab = (
-                    f"{len(keys) if not none else 0} of {n_all} seeds learned"
-                    + (" (shown: did not learn)" if none else "")
-                    if state == "trained"
-                    else summ[keys[0]]["_label"]
-                )
-                ax.set_title(f"{arch.upper()} {title}: {lab}", fontsize=9)
+                lab = {
+                    "trained": f"{len(keys) if not none else 0} of {n_all} seeds learned"
+                    + (" (shown: did not learn)" if none else ""),
+                    "pretrained": summ[keys[0]]["_label"],
+                }.get(state)
+                ax.set_title(f"{ARCH_NAMES[arch]} {title}" + (f": {lab}" if lab else ""), fontsize=9)
             else:
-                ax.set_title(f"{arch.upper()} {title}", fontsize=9)
+                ax.set_title(f"{ARCH_NAMES[arch]} {title}", fontsize=9)
             paper_state = "init" if state == "init" else "pretrained"
             for a, st, v, layer, val, _ in PAPER_APPROX:
                 if a == arch and st == paper_state:
