@@ -5,6 +5,9 @@ chromium (`make.sh` installs it when run as root). Fails on: a broken or zero-si
 traceback in any output, a glued value that did not render, a dead internal link, a chapter missing from
 the navigation, an image without alt text, a figure without a caption. Saves a screenshot of each
 chapter page to build/smoke/screenshots/ for review.
+
+The published book is checked the same way with ``RCBOOK_HTML_PROFILE=full`` (after `bash make.sh book`):
+there every page must carry *no* banner, and the rerun commands name the full profile.
 """
 
 import os
@@ -17,7 +20,8 @@ import pytest
 from rankcollapse.book.runner import build_dir
 from rankcollapse.chapters import CHAPTERS
 
-HTML = build_dir("smoke") / "_build" / "html"
+PROFILE = os.environ.get("RCBOOK_HTML_PROFILE", "smoke")
+HTML = build_dir(PROFILE) / "_build" / "html"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
@@ -39,7 +43,8 @@ pytestmark = pytest.mark.skipif(
 def browser():
     if not (HTML / "index.html").exists():
         pytest.fail(
-            f"no built book at {HTML}: run `rcbook book --profile smoke` first (bash make.sh test does)"
+            f"no built book at {HTML}: run `rcbook book --profile {PROFILE}` first (bash make.sh test does "
+            "for smoke)"
         )
     from playwright.sync_api import sync_playwright
 
@@ -126,8 +131,9 @@ def test_page_as_a_reader_sees_it(browser, path):
 @pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
 def test_page_fits_1280_px_and_says_its_profile(browser, path):
     """At 1280 px nothing on the page scrolls sideways (the ledger, code cells, tables: the book's stylesheet
-    wraps them); every page of this smoke build carries the banner saying it is not the published book, with
-    the sizes it used; every chapter page ends with the commands that regenerate it."""
+    wraps them); every page of a smoke build carries the banner saying it is not the published book, with
+    the sizes it used, and no page of the full build does; every chapter page ends with the commands that
+    regenerate it."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(path.as_uri())
     page.wait_for_load_state("load")
@@ -147,10 +153,13 @@ def test_page_fits_1280_px_and_says_its_profile(browser, path):
     banner = (
         page.inner_text(".bd-header-announcement") if page.query_selector(".bd-header-announcement") else ""
     )
-    assert "smoke" in banner and "full" in banner, f"{path.name}: no banner naming the smoke profile"
+    if PROFILE == "full":
+        assert not banner.strip(), f"{path.name}: the published (full) book carries a banner: {banner[:120]}"
+    else:
+        assert PROFILE in banner and "full" in banner, f"{path.name}: no banner naming the {PROFILE} profile"
     if path.stem in CHAPTERS:
         body = page.inner_text("article")
-        assert "How to rerun this page" in body and f"rcbook run {path.stem} --profile smoke" in body, (
+        assert "How to rerun this page" in body and f"rcbook run {path.stem} --profile {PROFILE}" in body, (
             f"{path.name}: no rerun section"
         )
     page.close()

@@ -40,6 +40,10 @@ def test_cross_parameter_checks():
         rpa.validate(_p(switch_alphas=[0.3, 0.1, 0.6]))
     with pytest.raises(ParameterError, match="control_depth"):
         rpa.validate(_p(control_depth=12))
+    with pytest.raises(ParameterError, match="slow_ramp_steps"):
+        rpa.validate(_p(slow_ramp_steps=605))
+    with pytest.raises(ParameterError, match="slow_ramp_factor"):
+        schema("repair-path").resolve({"profile": "smoke", "slow_ramp_factor": 0})
     with pytest.raises(ParameterError, match="delays"):
         schema("repair-path").resolve({"profile": "smoke", "delays": "soon"})
 
@@ -133,6 +137,42 @@ def test_detection_lag():
     p = SimpleNamespace(alpha_min=0.02, ramp_start=400, ramp_end=800, recover_window=5)
     assert rpa.ramp_rate(p) == pytest.approx(0.00245)
     assert rpa.detection_lag_alpha(p) == pytest.approx(25 * 0.00245)
+
+
+def test_slow_reversed_ramp_and_the_held_bracket():
+    p = _p(alpha_min=0.02, ramp_start=400, ramp_end=800, slow_ramp_factor=4, slow_ramp_steps=800)
+    spec = rpa.slow_ramp_spec(p, 0, 1000)
+    assert spec.alpha(1000) == pytest.approx(0.02) and spec.alpha(2600) == pytest.approx(1.0)
+    assert spec.alpha(1100) - spec.alpha(1000) == pytest.approx(100 * rpa.slow_ramp_rate(p))
+    assert rpa.slow_ramp_rate(p) == pytest.approx(rpa.ramp_rate(p) / 4)
+    # the driver-rate ramp of the same event is untouched (repair-treatments' branch, shared by content)
+    fast = rp.branch_spec(p, 0, 1000, "reversed-ramp", {}, 0.0)
+    assert fast.alpha(1400) == pytest.approx(1.0)
+    sw = {
+        0.1: {"recovered": 0, "events": 7},
+        0.15: {"recovered": 3, "events": 7},
+        0.2: {"recovered": 6, "events": 7},
+        0.3: {"recovered": 7, "events": 7},
+    }
+    assert rpa.held_bracket(sw) == (0.15, 0.2)
+    assert rpa.grid_resolution(rpa.held_bracket(sw)) == pytest.approx(0.05)
+    assert rpa.held_bracket({0.1: {"recovered": 5, "events": 7}}) == (None, 0.1)
+    assert rpa.held_bracket({0.1: {"recovered": 0, "events": 7}}) == (0.1, None)
+    hy = [
+        {"alpha_recover": 0.5, "alpha_recover_slow": 0.27},
+        {"alpha_recover": 0.6, "alpha_recover_slow": None},
+    ]
+    text = rpa.slow_ramp_text(p, hy, sw)
+    assert "1 of 2 events" in text and "0.27, not within the branch" in text and "between 0.15" in text
+    assert f"{rpa.detection_lag_alpha(p) / 4:.2g}" in text and "resolution of 0.05" in text
+    assert "above the bracket" in text
+    hy_in = [{"alpha_recover": 0.5, "alpha_recover_slow": 0.18}]
+    assert "within the bracket" in rpa.slow_ramp_text(p, hy_in, sw)
+    hy_lo = [{"alpha_recover": 0.5, "alpha_recover_slow": 0.12}]
+    assert "below the bracket" in rpa.slow_ramp_text(p, hy_lo, sw)
+    none = rpa.slow_ramp_text(p, [{"alpha_recover": None, "alpha_recover_slow": None}], sw)
+    assert "none of the 1 events" in none
+    assert "No slow reversed ramp" in rpa.slow_ramp_text(_p(slow_ramp_factor=1), hy, sw)
 
 
 def test_predictor_split_holds_out_seeds():

@@ -115,6 +115,29 @@ SCHEMA = Schema(
             low=0.0,
             high=1.0,
         ),
+        # The reversed ramp at the driver's rate answers late: its recovery median lags half its window
+        # (25 steps, 0.061 in alpha at full), more than the held grid's resolution (0.05). A ramp
+        # slow_ramp_factor times slower shrinks that lag as many times (full: 0.015); its branch is long
+        # enough to pass the held switches' "always" alpha (full: 0.25, recovered there in a median of 90
+        # steps) by a few hundred steps: 800 steps reach alpha 0.51. smoke (alpha_min 0, a 200-step ramp,
+        # recovery on the driver-rate ramp only at alpha 1): twice slower, and 600 steps (200 held at 1).
+        Param(
+            "slow_ramp_factor",
+            "int",
+            "a second reversed ramp rises alpha this many times more slowly than the driver's ramp, "
+            "its detection lag that many times smaller (1: none)",
+            {"smoke": 2, "full": 4, "paper": 4},
+            low=1,
+            high=1000,
+        ),
+        Param(
+            "slow_ramp_steps",
+            "int",
+            "length of the slow reversed ramp's branch (steps; a multiple of 10)",
+            {"smoke": 600, "full": 800, "paper": 1600},
+            low=10,
+            high=10**7,
+        ),
         Param(
             "trace_every",
             "int",
@@ -149,6 +172,8 @@ def validate(p) -> None:
             f"parameter 'control_depth' = {p.control_depth} must be below 'depth' = {p.depth} (H3's control "
             "is a shallower network that does not collapse)"
         )
+    if p.slow_ramp_steps % 10:
+        raise ParameterError(f"parameter 'slow_ramp_steps' = {p.slow_ramp_steps} must be a multiple of 10")
     if p.trace_every <= 0 or p.trace_every % tr.RunSpec.weights_every:
         raise ParameterError(
             f"parameter 'trace_every' = {p.trace_every} must be a positive multiple of "
@@ -223,8 +248,10 @@ def run_switches(
     switch); and the controls: per event seed, H3's driver of depth ``control_depth`` through the same ramp
     to the same alpha_min, and H7's never-collapsed drivers held at each ``h7_control_alphas`` value
     (:func:`rankcollapse.lm.runs.held_control_job`, as far as :func:`control_steps`; at alpha = 1 that
-    control is the healthy network, taken from ``healthy``). Returns (hold, after, rev, delayed, controls)
-    with ``controls = {"h3": {seed: summary}, "h7": {seed: {alpha: summary}}}``."""
+    control is the healthy network, taken from ``healthy``); and the slow reversed ramp
+    (:func:`slow_ramp_spec`, ``slow_ramp_steps``; none when ``slow_ramp_factor`` is 1). Returns (hold, after,
+    rev, slow, delayed, controls) with ``controls = {"h3": {seed: summary}, "h7": {seed: {alpha: summary}}}``
+    and ``slow`` empty without a slow ramp."""
     jobs, labels, tags = [], [], []
     for e in events:
         for d in p.delays:  # shortest first: each longer delay continues the untreated branch of the last
@@ -283,8 +310,21 @@ def run_switches(
         )
         labels.append(f"seed {e['seed']} reversed ramp")
         tags.append(("rev", e["seed"], None))
+        if p.slow_ramp_factor > 1:
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": slow_ramp_spec(p, e["seed"], e["start"]),
+                        "steps": p.slow_ramp_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} reversed ramp, {p.slow_ramp_factor}x slower")
+            tags.append(("slow", e["seed"], None))
     res = rp.run_jobs(jobs, p.workers, log, labels)
-    hold, after, rev, delayed = {}, {}, {}, {}
+    hold, after, rev, slow, delayed = {}, {}, {}, {}, {}
     controls = {"h3": {}, "h7": {}}
     for (kind, s, a), o in zip(tags, res):
         if kind == "hold":
@@ -297,12 +337,14 @@ def run_switches(
             controls["h3"][s] = o
         elif kind == "h7":
             controls["h7"].setdefault(s, {})[a] = o
+        elif kind == "slow":
+            slow[s] = o
         else:
             rev[s] = o
     if healthy is not None and 1.0 in p.h7_control_alphas:
         for e in events:
             controls["h7"].setdefault(e["seed"], {})[1.0] = healthy[e["seed"]]
-    return hold, after, rev, delayed, controls
+    return hold, after, rev, slow, delayed, controls
 
 
 def h7_control_collapsed(p, c: dict, alpha: float) -> bool:
@@ -368,9 +410,28 @@ def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -
     return out
 
 
-def hysteresis(p, events, drivers, rev) -> list[dict]:
-    """Per event: alpha at the driver's first crossing of the collapse threshold and alpha at which the
-    reversed ramp recovered (None if it did not within the branch)."""
+def slow_ramp_spec(p, seed: int, start: int) -> tr.RunSpec:
+    """The slow reversed ramp from the saved collapse of ``seed`` at step ``start``: alpha from alpha_min
+    back to 1 over ``slow_ramp_factor`` times the driver's ramp length (:func:`slow_ramp_rate` per step)."""
+    base = rp.run_spec(p, seed)
+    length = p.slow_ramp_factor * (p.ramp_end - p.ramp_start)
+    return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((start, p.alpha_min), (start + length, 1.0))})
+
+
+def slow_ramp_rate(p) -> float:
+    """The slow reversed ramp's change of alpha per step."""
+    return ramp_rate(p) / p.slow_ramp_factor
+
+
+def _alpha_recovered(e: dict, run: dict, spec, p) -> float | None:
+    rec = rp.recovery(run["hist"], e["start"], e["rec_threshold"], p.recover_window)
+    return spec.alpha(e["start"] + rec) if rec is not None else None
+
+
+def hysteresis(p, events, drivers, rev, slow: dict | None = None) -> list[dict]:
+    """Per event: alpha at the driver's first crossing of the collapse threshold, alpha at which the
+    reversed ramp recovered (None if it did not within the branch), and the same on the slow reversed ramp
+    (``slow``: :func:`run_switches`'s; ``alpha_recover_slow`` is left out without it)."""
     out = []
     for e in events:
         d = drivers[e["seed"]]
@@ -378,16 +439,14 @@ def hysteresis(p, events, drivers, rev) -> list[dict]:
         fc = d["det"]["first_cross"]
         a_col = h["alpha"][h["m_step"].index(fc)]
         spec = rp.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0)
-        rec = rp.recovery(rev[e["seed"]]["hist"], e["start"], e["rec_threshold"], p.recover_window)
-        a_rec = spec.alpha(e["start"] + rec) if rec is not None else None
-        out.append(
-            {
-                "seed": e["seed"],
-                "alpha_collapse": a_col,
-                "alpha_recover": a_rec,
-                "ratio": _ratio(a_rec, a_col),
-            }
-        )
+        a_rec = _alpha_recovered(e, rev[e["seed"]], spec, p)
+        row = {"seed": e["seed"], "alpha_collapse": a_col, "alpha_recover": a_rec}
+        row["ratio"] = _ratio(a_rec, a_col)
+        if slow:
+            row["alpha_recover_slow"] = _alpha_recovered(
+                e, slow[e["seed"]], slow_ramp_spec(p, e["seed"], e["start"]), p
+            )
+        out.append(row)
     return out
 
 
@@ -571,8 +630,9 @@ def fig_switch_qk(p, grads, after):
     return fig
 
 
-def fig_hysteresis(p, events, drivers, rev):
-    """Figure 3: last-block srank against alpha, down the driver's ramp and back up the reversed ramp."""
+def fig_hysteresis(p, events, drivers, rev, slow: dict | None = None):
+    """Figure 3: last-block srank against alpha, down the driver's ramp and back up the reversed ramp (and
+    the slow reversed ramp, dotted, where ``slow`` has it)."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
@@ -596,6 +656,16 @@ def fig_hysteresis(p, events, drivers, rev):
             lw=1,
             label=f"seed {e['seed']}: ramp back up",
         )
+        if slow and e["seed"] in slow:
+            r = slow[e["seed"]]["hist"]
+            ax.plot(
+                r["alpha"],
+                tr.rolling_median(rp.last_srank(r), p.recover_window),
+                ":",
+                color=f"C{i}",
+                lw=1.2,
+                label=f"dotted: back up {p.slow_ramp_factor}x slower" if i == 0 else None,
+            )
     ax.axhline(p.threshold, color="gray", lw=0.6)
     ax.set_xscale("log")
     ax.set_xlabel("alpha (skip scale)")
@@ -1315,6 +1385,101 @@ def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) 
     ch.glue("detection_lag", detection_lag_alpha(p))
     ch.glue("detection_lag_steps", p.recover_window * tr.RunSpec.measure_every // 2)
     ch.glue("alpha_col_median", float(np.median([h["alpha_collapse"] for h in hy])))
+
+
+def held_bracket(sw: dict) -> tuple[float | None, float | None]:
+    """The held switches' recovery threshold as a bracket: the largest held alpha at which fewer than half
+    the events recovered below the smallest at which at least half did (None where there is none)."""
+    ok = sorted(a for a, v in sw.items() if v["events"] and 2 * v["recovered"] >= v["events"])
+    hi = ok[0] if ok else None
+    below = [a for a in sw if (hi is None or a < hi) and 2 * sw[a]["recovered"] < sw[a]["events"]]
+    return (max(below) if below else None), hi
+
+
+def grid_resolution(bracket: tuple[float | None, float | None]) -> float | None:
+    """The held grid's spacing where it locates the threshold: the width of ``bracket`` (None when it is
+    open on either side)."""
+    lo, hi = bracket
+    return hi - lo if lo is not None and hi is not None else None
+
+
+def slow_ramp_text(p, hy: list[dict], sw: dict) -> str:
+    """Markdown: the two reversed ramps' detection lags against the held grid's resolution, and where the
+    slow ramp recovered against the driver-rate ramp and the held switches' bracket."""
+    lo, hi = held_bracket(sw)
+    res = grid_resolution((lo, hi))
+    lag, lag_slow = detection_lag_alpha(p), detection_lag_alpha(p) / p.slow_ramp_factor
+    bracket = (
+        f"between {lo:g} ({sw[lo]['recovered']} of {sw[lo]['events']} events) and {hi:g} "
+        f"({sw[hi]['recovered']} of {sw[hi]['events']})"
+        if lo is not None and hi is not None
+        else "not bracketed by the held grid"
+    )
+    if p.slow_ramp_factor == 1:
+        return (
+            f"No slow reversed ramp was run (`slow_ramp_factor` = 1): the driver-rate ramp's detection lag "
+            f"is {lag:.2g} in $\\alpha$; the held switches put the threshold {bracket}."
+        )
+    slow = [h.get("alpha_recover_slow") for h in hy]
+    got = [a for a in slow if a is not None]
+    fast = [h["alpha_recover"] for h in hy if h["alpha_recover"] is not None]
+    where = (
+        f"it recovered in {len(got)} of {len(slow)} events, at $\\alpha$ = "
+        + _fmt_list("not within the branch" if a is None else f"{a:.3g}" for a in slow)
+        + f" (median {np.median(got):.3g}"
+        + (f", against {np.median(fast):.3g} on the driver-rate ramp" if fast else "")
+        + ")"
+        if got
+        else f"it recovered in none of the {len(slow)} events within its {p.slow_ramp_steps} steps"
+    )
+    return (
+        f"A second reversed ramp rises {p.slow_ramp_factor} times more slowly ({slow_ramp_rate(p):.3g} per "
+        f"step, {p.slow_ramp_steps} steps): its detection lag is {lag_slow:.2g} in $\\alpha$, against "
+        f"{lag:.2g} on the driver-rate ramp"
+        + (f" and the held grid's resolution of {res:.2g} at the threshold" if res is not None else "")
+        + f". {where[0].upper() + where[1:]}; the held switches put the threshold {bracket}."
+        + (" " + _slow_vs_bracket(float(np.median(got)), lo, hi, lag_slow) if got else "")
+    )
+
+
+def _slow_vs_bracket(m: float, lo: float | None, hi: float | None, lag: float) -> str:
+    """Where the slow ramp's median recovery alpha ``m`` lies against the held bracket (``lag``: its
+    detection lag in alpha)."""
+    if hi is not None and m > hi + lag:
+        return (
+            f"Its median lies {m - hi:.2g} above the bracket, more than its detection lag: that much is the "
+            "network's own response time while alpha kept rising."
+        )
+    if lo is not None and m < lo:
+        return (
+            "Its median lies below the bracket: on a rising alpha the rank came back earlier than at a held "
+            "one."
+        )
+    return (
+        "Its median lies within the bracket (up to its detection lag): the slow ramp and the held switches "
+        "agree."
+    )
+
+
+def record_slow_ramp(ch, p, hy: list[dict], sw: dict) -> None:
+    """Record the slow reversed ramp's recovery alpha per event and its median; glue ``slow_ramp_md``
+    (:func:`slow_ramp_text`)."""
+    if p.slow_ramp_factor > 1:
+        slow = [h.get("alpha_recover_slow") for h in hy]
+        got = [a for a in slow if a is not None]
+        ch.value(
+            "alpha_at_recovery_slow",
+            slow,
+            atol=0.05,
+            note="alpha at the slow reversed ramp's recovery (None: not within the branch); trained",
+        )
+        ch.value(
+            "alpha_at_recovery_slow_median",
+            float(np.median(got)) if got else None,
+            atol=0.05,
+            note="median over the events that recovered on the slow reversed ramp; trained",
+        )
+    ch.glue("slow_ramp_md", slow_ramp_text(p, hy, sw))
 
 
 def _median_text(xs) -> str:
