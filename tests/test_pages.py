@@ -197,3 +197,28 @@ def test_alt_from_captions_gives_each_figure_its_caption_s_first_sentence():
     nb = {"cells": [{"cell_type": "markdown", "source": text}, {"cell_type": "code", "source": "x"}]}
     assert pages.alt_from_captions(nb) == 1 and ':alt: "r(X_l)' in nb["cells"][0]["source"]
     assert len(pages.plain_text("word " * 100, limit=50)) <= 50
+
+
+def test_status_page_says_the_profile_and_device_once(tmp_path):
+    """The build status page: the profile (and a device every chapter shares) said above the table, not in a
+    column of their own; a device column only where chapters ran on different devices."""
+    import json
+
+    from rankcollapse.book import build
+    from rankcollapse.book.records import load
+
+    doc = load(build.expected_path("smoke", "mlp"))
+    out = tmp_path / "smoke" / "mlp"
+    out.mkdir(parents=True)
+    (out / "results.json").write_text(json.dumps(doc))
+    page = build.status_page("smoke", tmp_path)
+    assert "| chapter | wall time (s) | CPU time (s) | matches recorded | verdicts |" in page
+    assert f"on the device `{doc['device']}`" in page and "| [mlp](mlp.ipynb) |" in page
+    assert "| repair-path | - | - | not run | - |" in page
+    other = tmp_path / "smoke" / "skip"
+    other.mkdir(parents=True)
+    (other / "results.json").write_text(
+        json.dumps({**load(build.expected_path("smoke", "skip")), "device": "cuda"})
+    )
+    page = build.status_page("smoke", tmp_path)
+    assert "| device |" in page and "| cuda |" in page

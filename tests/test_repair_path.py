@@ -165,7 +165,9 @@ def test_slow_reversed_ramp_and_the_held_bracket():
     text = rpa.slow_ramp_text(p, hy, sw)
     assert "1 of 2 events" in text and "0.27, not within the branch" in text and "between 0.15" in text
     assert f"{rpa.detection_lag_alpha(p) / 4:.2g}" in text and "resolution of 0.05" in text
-    assert "above the bracket" in text
+    assert "above the bracket" in text and "lowered the median recovery alpha by 0.28" in text
+    hy_not = [{"alpha_recover": 0.3, "alpha_recover_slow": 0.35}]
+    assert "did not lower the median recovery alpha (0.35 against 0.3)" in rpa.slow_ramp_text(p, hy_not, sw)
     hy_in = [{"alpha_recover": 0.5, "alpha_recover_slow": 0.18}]
     assert "within the bracket" in rpa.slow_ramp_text(p, hy_in, sw)
     hy_lo = [{"alpha_recover": 0.5, "alpha_recover_slow": 0.12}]
@@ -173,6 +175,55 @@ def test_slow_reversed_ramp_and_the_held_bracket():
     none = rpa.slow_ramp_text(p, [{"alpha_recover": None, "alpha_recover_slow": None}], sw)
     assert "none of the 1 events" in none
     assert "No slow reversed ramp" in rpa.slow_ramp_text(_p(slow_ramp_factor=1), hy, sw)
+
+
+def test_reversed_ramp_control_matched_in_training_time():
+    p = _p(alpha_min=0.02, ramp_start=400, ramp_end=800, h7_control_alphas=[0.3, 0.6], branch_steps=600)
+    assert rpa.ramp_control_alpha(p) == 0.3
+    ctl = rpa.ramp_control_spec(p, 0, 900)
+    rev = rp.branch_spec(p, 0, 900, "reversed-ramp", {}, 0.0)
+    # down only to 0.3, held until the switch step, then back up to 1 over the reversed ramp's steps
+    assert (
+        ctl.alpha(400) == 1.0
+        and ctl.alpha(800) == pytest.approx(0.3)
+        and ctl.alpha(900) == pytest.approx(0.3)
+    )
+    assert ctl.alpha(1300) == pytest.approx(1.0) and rev.alpha(1300) == pytest.approx(1.0)
+    assert ctl.alpha(1000) - ctl.alpha(900) == pytest.approx(100 * rpa.ramp_rate(p) * (0.7 / 0.98))
+    assert rpa.ramp_control_spec(p, 0, 800).alpha(1200) == pytest.approx(
+        1.0
+    )  # a switch right at the ramp's end
+
+    def run(loss, step=1500, srank=2.5, settled=None):
+        hist = {"m_step": list(range(900, step + 1, 10)), "srank": [[srank]] * len(range(900, step + 1, 10))}
+        hist["probe_loss"] = [loss] * len(hist["m_step"])
+        return {"hist": hist, "step": step, "final_probe": {"loss": loss}, "det": {"settled": settled}}
+
+    events = [{"seed": s, "start": 900, "rec_threshold": 2.0} for s in (0, 1, 2)]
+    healthy = {s: run(2.0) for s in (0, 1, 2)}
+    revs = {s: run(2.3) for s in (0, 1, 2)}
+    above = {"ramp": {0: run(2.2), 1: run(2.25), 2: run(2.2, srank=1.1)}}  # seed 2's control collapsed
+    rows = rpa.ramp_control_rows(p, events, revs, above, healthy)
+    assert [r["control_collapsed"] for r in rows] == [False, False, True] and rows[2]["excess"] is None
+    assert rows[0]["excess"] == pytest.approx(0.1) and rows[0]["gap_healthy"] == pytest.approx(0.3)
+    text = rpa.ramp_control_text(p, rows)
+    assert "above its control" in text and "1 of 3 controls collapsed" in text and "0.075" in text
+    same = {"ramp": {s: run(2.295) for s in (0, 1, 2)}}
+    assert "not above its control" in rpa.ramp_control_text(
+        p, rpa.ramp_control_rows(p, events, revs, same, healthy)
+    )
+    mid = {"ramp": {s: run(2.27) for s in (0, 1, 2)}}
+    assert "between H7's thresholds" in rpa.ramp_control_text(
+        p, rpa.ramp_control_rows(p, events, revs, mid, healthy)
+    )
+    flat = {s: run(2.3, srank=1.2) for s in (0, 1, 2)}  # no reversed ramp recovered
+    assert "nothing to compare" in rpa.ramp_control_text(
+        p, rpa.ramp_control_rows(p, events, flat, same, healthy)
+    )
+    # with every H7 control at alpha 1 the control is the healthy network
+    p1 = _p(h7_control_alphas=[1.0])
+    r1 = rpa.ramp_control_rows(p1, events, revs, {"ramp": {}}, healthy)
+    assert r1[0]["excess"] == pytest.approx(0.3) and "healthy network" in rpa.ramp_control_text(p1, r1)
 
 
 def test_predictor_split_holds_out_seeds():

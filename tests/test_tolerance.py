@@ -108,6 +108,23 @@ def test_record_with_spread_and_verdicts_exact():
         R.record_with_spread(doc(), {"avx2": other})
 
 
+def test_the_record_being_replaced_counts_as_one_more_variant():
+    """`rcbook record --with-recorded`: what another host measured (the record being replaced) widens the
+    tolerance; a value that record lacks (new since) takes its spread from the kernel variants alone."""
+    mine = doc()
+    mine["values"]["new"] = {"value": 2.0, "rtol": 0.0, "atol": 0.0, "note": ""}
+    avx2 = doc(v=1.01)
+    avx2["values"]["new"] = {"value": 2.02, "rtol": 0.0, "atol": 0.0, "note": ""}
+    out = R.record_with_spread(mine, {"avx2": avx2, R.RECORDED: doc(v=1.2)})
+    assert out["values"]["x"]["rtol"] == pytest.approx(R.SAFETY * 0.2)
+    x = out["values"]["x"]
+    assert "the record replaced" in x["note"] and x["spread"]["variants"] == ["avx2", R.RECORDED]
+    assert out["values"]["new"]["rtol"] == pytest.approx(R.SAFETY * 0.01)
+    assert out["values"]["new"]["spread"]["variants"] == ["avx2"]
+    with pytest.raises(R.RecordError, match="missing under variant 'avx2'"):
+        R.record_with_spread(mine, {"avx2": doc(v=1.01)})
+
+
 def test_compare_verdicts_exactly():
     rows = R.compare(doc(), doc(verdict="inconclusive"))
     assert [r.ok for r in rows if r.name == "verdict C9"] == [False]

@@ -76,29 +76,40 @@ def staleness(profile: str, chapter: str) -> str:
 
 
 def status_page(profile: str, root: Path | None = None) -> str:
-    lines = [
-        "# Build status",
-        "",
-        f"Every chapter of this book was executed at the **`{profile}`** profile. "
-        "*Matches recorded* compares its results file with `data/expected/"
-        f"{profile}/<chapter>.json` value by value, each within its own recorded tolerance.",
-        "",
-        "| chapter | profile | wall time (s) | CPU time (s) | device | matches recorded | verdicts |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    """The build status page: per chapter its wall and CPU time, whether it matches its record and its
+    verdicts. The profile is the build's (said once, above the table); the device is said there too when
+    every chapter ran on the same one, else it is a column."""
+    rows, devices = [], set()
     for ch in CHAPTERS:
         p = build_dir(profile, root) / ch / "results.json"
         if not p.exists():
-            lines.append(f"| {ch} | {profile} | - | - | - | not run | - |")
+            rows.append((ch, None, None, None, "not run", "-"))
             continue
         doc = load(p)
         st, _ = check_chapter(profile, ch, root)
         verdicts = ", ".join(f"{k}: {v['verdict']}" for k, v in doc.get("verdicts", {}).items()) or "-"
         cpu = f"{doc['cpu_time_s']:.1f}" if "cpu_time_s" in doc else "-"
-        lines.append(
-            f"| [{ch}]({ch}.ipynb) | {doc['profile']} | {doc['wall_time_s']:.1f} | {cpu} | "
-            f"{doc['device']} | {st} | {verdicts} |"
+        devices.add(str(doc["device"]))
+        rows.append(
+            (f"[{ch}]({ch}.ipynb)", f"{doc['wall_time_s']:.1f}", cpu, str(doc["device"]), st, verdicts)
         )
+    one = len(devices) <= 1
+    lines = [
+        "# Build status",
+        "",
+        f"Every chapter of this book was executed at the **`{profile}`** profile"
+        + (f", on the device `{next(iter(devices))}`" if one and devices else "")
+        + ". *Matches recorded* compares its results file with `data/expected/"
+        f"{profile}/<chapter>.json` value by value, each within its own recorded tolerance.",
+        "",
+        "| chapter | wall time (s) | CPU time (s) | "
+        + ("" if one else "device | ")
+        + "matches recorded | verdicts |",
+        "|---|---|---|---|---|" + ("" if one else "---|"),
+    ]
+    for name, wall, cpu, dev, st, verdicts in rows:
+        cells = [name, wall or "-", cpu or "-"] + ([] if one else [dev or "-"]) + [st, verdicts]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -252,7 +252,7 @@ def cmd_check(a) -> int:
 
 def cmd_record(a) -> int:
     from .build import expected_path
-    from .records import RecordError, record_with_spread
+    from .records import RECORDED, RecordError, record_with_spread
     from .runner import build_dir
 
     variants = [v.strip() for v in (a.spread or "").split(",") if v.strip()]
@@ -275,18 +275,24 @@ def cmd_record(a) -> int:
             )
             return 1
         doc = load(src)
-        if variants:
-            vdocs = {}
-            for v in variants:
-                vp = variant_root(v) / a.profile / name / "results.json"
-                if not vp.exists():
-                    print(
-                        f"{name}: no run under kernel variant '{v}' ({vp}); run: rcbook run {name} "
-                        f"--profile {a.profile} --kernels {v}",
-                        file=sys.stderr,
-                    )
-                    return 1
-                vdocs[v] = load(vp)
+        vdocs = {}
+        for v in variants:
+            vp = variant_root(v) / a.profile / name / "results.json"
+            if not vp.exists():
+                print(
+                    f"{name}: no run under kernel variant '{v}' ({vp}); run: rcbook run {name} "
+                    f"--profile {a.profile} --kernels {v}",
+                    file=sys.stderr,
+                )
+                return 1
+            vdocs[v] = load(vp)
+        if a.with_recorded:  # the record being replaced: what another host (or an earlier run) measured
+            old = expected_path(a.profile, name)
+            if not old.exists():
+                print(f"{name}: --with-recorded, but nothing is recorded at {old}", file=sys.stderr)
+                return 1
+            vdocs[RECORDED] = load(old)
+        if vdocs:
             try:
                 doc = record_with_spread(doc, vdocs)
             except RecordError as e:
@@ -299,7 +305,11 @@ def cmd_record(a) -> int:
         dst.write_text(json.dumps(doc, indent=1) + "\n")
         print(
             f"recorded {src} -> {dst}"
-            + (f" (tolerances from the spread over {', '.join(variants)})" if variants else "")
+            + (
+                f" (tolerances from the spread over {', '.join(variants + [RECORDED] * a.with_recorded)})"
+                if variants or a.with_recorded
+                else ""
+            )
         )
     return 0
 
@@ -377,6 +387,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="V1,V2",
         help="kernel variants already run (rcbook run --kernels V); every tolerance is derived from the "
         "deviations between them and this run",
+    )
+    p.add_argument(
+        "--with-recorded",
+        action="store_true",
+        help="count the record being replaced (written on another host, or by an earlier run with the same "
+        "parameters) as one more variant of the spread: what another machine measured widens the tolerance",
     )
     common(p, device=False)
     p.set_defaults(fn=cmd_record)

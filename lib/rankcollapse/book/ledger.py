@@ -229,8 +229,10 @@ def table(build: Path, profile: str, known_chapters, labels: dict | None = None)
                     if v.get("smoke_note")
                     else ""
                 )
+                sentence = _cell(short_evidence(v)).rstrip()
+                sentence += "" if sentence.endswith((".", "!", "?")) else "."
                 ev.append(
-                    f"{_cell(short_evidence(v))}.{where}{note} <details><summary>rule's reason</summary>"
+                    f"{sentence}{where}{note} <details><summary>rule's reason</summary>"
                     f"{_cell(evidence_text(v, limit=2000))}</details>"
                 )
         lines.append(

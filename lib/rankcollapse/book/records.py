@@ -322,6 +322,11 @@ def _unchecked(entry: dict, others: list, variants: list[str], why: str) -> dict
     return out
 
 
+def _names(variants: list[str]) -> str:
+    """The variants of a spread for a note; the record being replaced is said to be what it is."""
+    return ", ".join("the record replaced (another host or run)" if v == RECORDED else v for v in variants)
+
+
 def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
     """The recorded entry (value, rtol, atol, note) with its tolerance chosen from the measured spread.
 
@@ -369,7 +374,7 @@ def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
     atol = max(own_a, FLOOR_ATOL, SAFETY * s["floor_abs"]) if s["floor"] else own_a
     base = entry.get("note", "").split(" || measured:")[0]
     meas = (
-        f"max deviation over {len(others)} kernel variant(s) ({', '.join(variants)}): "
+        f"max deviation over {len(others)} kernel variant(s) ({_names(variants)}): "
         f"rel {s['rel']:.2g}, abs {s['abs']:.2g}"
     )
     if s["floor"]:
@@ -385,9 +390,15 @@ def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
     }
 
 
+RECORDED = "recorded"  # the variant name of the record being replaced (rcbook record --with-recorded)
+
+
 def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
     """``doc`` (a results file) with every value's tolerance derived from ``variant_docs`` ({variant: results
-    of the same chapter and parameters under other floating-point kernels}); verdicts must agree exactly."""
+    of the same chapter and parameters under other floating-point kernels}); verdicts must agree exactly.
+
+    A variant named :data:`RECORDED` is the record being replaced, written on another host or by an earlier
+    run: a value it lacks (new since) takes its spread from the other variants alone."""
     names = list(variant_docs)
     for n, d in variant_docs.items():
         if {k: v for k, v in d.get("params", {}).items() if k not in ("output_dir", "device")} != {
@@ -406,15 +417,18 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
     out = dict(doc)
     out["values"] = {}
     for name, entry in doc["values"].items():
-        others = []
+        others, used = [], []
         for n, d in variant_docs.items():
             if name not in d.get("values", {}):
+                if n == RECORDED:
+                    continue
                 raise RecordError(
                     f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
                 )
             others.append(d["values"][name]["value"])
+            used.append(n)
         try:
-            out["values"][name] = derive_tolerance(entry, others, names)
+            out["values"][name] = derive_tolerance(entry, others, used)
         except RecordError as e:
             raise RecordError(f"chapter '{doc['chapter']}', value '{name}': {e}") from None
     out["tolerance_rule"] = (

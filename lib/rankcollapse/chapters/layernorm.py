@@ -562,6 +562,9 @@ def attack_extremes(at: dict) -> tuple[dict, dict]:
     return max(st, key=lambda r: r["delta"]), min(st, key=lambda r: r["delta"])
 
 
+MINVAR_FAR = 10.0  # "never near round-off": LN's smallest variance at least this many eps
+
+
 def record_attack(ch, at: dict) -> dict:
     """Record per setting the depths with and without LN; glue the extremes, the budget and the variance
     check for the prose; returns the C4 evidence entries of the adversary regime."""
@@ -585,11 +588,16 @@ def record_attack(ch, at: dict) -> dict:
         ch.value(f"attack_{tag}_depth_plain", r["depth_plain"], atol=2, note="layers")
     ch.value("attack_up_r_last", up["r_ln"][-1], atol=0.3, note="r(X_L) with LN, O(1)")
     ch.value("attack_up_r_last_before", up["r_ln_before"][-1], atol=0.3, note="r before the last LN")
+    # Which setting delays the collapse most is decided by the searched settings' depths, which move between
+    # machines (an AMD EPYC host, native kernels: the search's start 1 by one layer, its smallest variance
+    # 339 eps; AVX2 and scalar kernels there, and the host that first recorded it: the construction at
+    # c = 0.25, 3422 eps). The number is glued for the prose; what is checked is what the prose claims of it.
+    ch.glue("attack_up_minvar_over_eps", up["minvar_over_eps"])
     ch.value(
-        "attack_up_minvar_over_eps",
-        up["minvar_over_eps"],
-        rtol=0.5,
-        note="smallest per-token variance LN divides by, in units of eps = 1e-5",
+        "attack_up_minvar_far_from_eps",
+        bool(up["minvar_over_eps"] >= MINVAR_FAR),
+        note=f"the smallest per-token variance LN divides by is at least {MINVAR_FAR:g} eps (eps = 1e-5) in "
+        "the setting where LN delays the collapse most: eps plays no part there",
     )
     starts = [r for r in at["settings"] if "start_delta" in r]
     ch.glue("attack_start_max_abs_delta", max((abs(r["start_delta"]) for r in starts), default=0))
