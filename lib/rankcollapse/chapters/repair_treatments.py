@@ -535,21 +535,45 @@ def _push_reason(pushes: bool | None) -> str:
     return f"the hinge's rho is not more than {PUSH_RATIO:g}x the penalty's"
 
 
+def _h2_open(evidence: dict):
+    """What both H2 rules share before they differ: (an early verdict, None) when there is nothing to judge
+    or some loss term recovered in more than half the events; else (None, (n, rec, rev, where, text,
+    pushes))."""
+    n = evidence["events"]
+    rec = evidence["recovered_by_term"]
+    rev = evidence.get("reversed_ramp_recovered")
+    where = f"{evidence.get('threshold', 'stricter')} threshold"
+    if n == 0 or not rec:
+        return ("inconclusive", f"nothing to judge: {n} events, {len(rec)} loss terms tried ({where})"), None
+    text, pushes = _h2_text(evidence)
+    over = [t for t, k in rec.items() if 2 * k > n]
+    if over:
+        return (
+            "refuted",
+            f"{', '.join(over)} recovered in more than half the events: {text} ({where})",
+        ), None
+    return None, (n, rec, rev, where, text, pushes)
+
+
+def _h2_control_why(n: int, rev, pushes) -> list[str]:
+    """The reasons both H2 rules give when the positive control or the terms' push is missing."""
+    why = []
+    if rev is None or 2 * rev < n:
+        why.append("the reversed ramp, the positive control, recovered in fewer than half the events")
+    if not pushes:
+        why.append(_push_reason(pushes))
+    return why
+
+
 def verdict_h2(evidence: dict) -> tuple[str, str]:
     """H2 by :data:`RULE_H2` from ``events``, ``recovered_by_term`` (events recovered per loss-term
     treatment), ``reversed_ramp_recovered`` (None: not run), ``untreated_recovered`` (None: not run),
     ``rho_median`` (per loss term) and ``threshold`` (the name of the recovery threshold the counts use)."""
-    n = evidence["events"]
-    rec = evidence["recovered_by_term"]
-    rev = evidence.get("reversed_ramp_recovered")
+    early, ctx = _h2_open(evidence)
+    if early:
+        return early
+    n, rec, rev, where, text, pushes = ctx
     un = evidence.get("untreated_recovered")
-    where = f"{evidence.get('threshold', 'stricter')} threshold"
-    if n == 0 or not rec:
-        return "inconclusive", f"nothing to judge: {n} events, {len(rec)} loss terms tried ({where})"
-    text, pushes = _h2_text(evidence)
-    over = [t for t, k in rec.items() if 2 * k > n]
-    if over:
-        return "refuted", f"{', '.join(over)} recovered in more than half the events: {text} ({where})"
     if un is None:
         pvals = {}
     else:
@@ -569,37 +593,21 @@ def verdict_h2(evidence: dict) -> tuple[str, str]:
             f"{', '.join(beats)} recovered more often than the untreated (p < {FISHER_P:g}), in no more "
             "than half the events"
         )
-    if rev is None or 2 * rev < n:
-        why.append("the reversed ramp, the positive control, recovered in fewer than half the events")
-    if not pushes:
-        why.append(_push_reason(pushes))
-    return "inconclusive", f"{'; '.join(why)}: {text}"
+    return "inconclusive", f"{'; '.join(why + _h2_control_why(n, rev, pushes))}: {text}"
 
 
 def verdict_h2_zero(evidence: dict) -> tuple[str, str]:
     """H2 by :data:`RULE_H2_ZERO`, the chapter's first rule (any recovered loss-term branch stops
     'supported'), kept beside :func:`verdict_h2`; same evidence."""
-    n = evidence["events"]
-    rec = evidence["recovered_by_term"]
-    rev = evidence.get("reversed_ramp_recovered")
-    where = f"{evidence.get('threshold', 'stricter')} threshold"
-    if n == 0 or not rec:
-        return "inconclusive", f"nothing to judge: {n} events, {len(rec)} loss terms tried ({where})"
-    text, pushes = _h2_text(evidence)
+    early, ctx = _h2_open(evidence)
+    if early:
+        return early
+    n, rec, rev, where, text, pushes = ctx
     text += f" ({where})"
-    over = [t for t, k in rec.items() if 2 * k > n]
-    if over:
-        return "refuted", f"{', '.join(over)} recovered in more than half the events: {text}"
     if sum(rec.values()) == 0 and rev is not None and 2 * rev >= n and pushes:
         return "supported", f"no loss term repaired the collapse, the reversed ramp did: {text}"
-    why = []
-    if sum(rec.values()):
-        why.append("some loss-term branches recovered, in no more than half the events")
-    if rev is None or 2 * rev < n:
-        why.append("the reversed ramp, the positive control, recovered in fewer than half the events")
-    if not pushes:
-        why.append(_push_reason(pushes))
-    return "inconclusive", f"{'; '.join(why)}: {text}"
+    why = ["some loss-term branches recovered, in no more than half the events"] if sum(rec.values()) else []
+    return "inconclusive", f"{'; '.join(why + _h2_control_why(n, rev, pushes))}: {text}"
 
 
 VERDICTS = {"H2": verdict_h2}
