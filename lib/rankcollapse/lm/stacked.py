@@ -1,11 +1,12 @@
 """Independent networks of one shape trained as one batched computation.
 
-:class:`StackedLM` holds ``K`` :class:`~rankcollapse.lm.model.TinyLM` of one config as stacked parameters
-(a leading network dimension) and runs their forwards together: one batched matmul (``baddbmm``) where
-each model does one ``addmm``, one attention call over all networks' heads, one fused AdamW call over all
-networks' parameters. Each network keeps its own data, skip scale ``alpha``, loss and gradient clipping,
-so a step of the stack is ``K`` independent steps. At the repair chapters' tiny widths most of a step's time
-is per-operator overhead, which the stack pays once for ``K`` networks.
+:class:`StackedLM` holds ``K`` :class:`~rankcollapse.lm.model.TinyLM` of one config as stacked parameters (a
+leading network dimension) and runs their forwards together: one batched matmul (``baddbmm``) where each
+model does one ``addmm``, attention over all networks' heads written out (two batched matmuls and a softmax,
+:func:`_causal_attention`), one fused AdamW call over all networks' parameters. Each network keeps its own
+data, skip scale ``alpha``, loss and gradient clipping, so a step of the stack is ``K`` independent steps. At
+the repair chapters' tiny widths most of a step's time is per-operator overhead, which the stack pays once
+for ``K`` networks.
 
 Numbers: network ``k``'s result must not depend on which networks it is stacked with.
 tests/test_stacked.py checks that it is bitwise the same alone (``K = 1``) and among others, in any
@@ -101,13 +102,8 @@ class StackedLM(nn.Module):
             if cfg.qk_norm:
                 q = self._ln(q, pre + ".q_ln")
                 k_ = self._ln(k_, pre + ".k_ln")
-            y = F.scaled_dot_product_attention(
-                q.reshape(K * B, H, n, dh),
-                k_.reshape(K * B, H, n, dh),
-                v.reshape(K * B, H, n, dh),
-                is_causal=True,
-            )
-            y = y.view(K, B, H, n, dh).transpose(2, 3).reshape(K, B, n, d)
+            y = _causal_attention(q, k_, v)
+            y = y.transpose(2, 3).reshape(K, B, n, d)
             x = a * x + self._lin(y, pre + ".proj")
             x = a * x + self._lin(F.gelu(self._lin(self._ln(x, pre + ".ln2"), pre + ".fc")), pre + ".out")
             if hidden:
@@ -120,6 +116,18 @@ class StackedLM(nn.Module):
         logits = self(idx, alpha)
         ce = F.cross_entropy(logits.flatten(0, 2), tgt.flatten(), reduction="none")
         return ce.view(self.K, -1).mean(1)
+
+
+def _causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """Causal softmax attention written out, ``softmax(q k^T / sqrt(dh) + mask) v`` over (..., n, dh): at
+    head size 12 and context 32, two batched matmuls and a softmax that the compiler fuses with the scale
+    and the mask cost less than ``scaled_dot_product_attention``'s CPU flash kernel (measured in
+    bench/train_throughput.py's stack row). Each (network, sequence, head) is its own matrix, so the result
+    does not depend on the stack."""
+    n, dh = q.shape[-2], q.shape[-1]
+    s = (q @ k.transpose(-1, -2)) * dh**-0.5
+    mask = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
 
 
 def clip_per_network(stack: StackedLM, max_norm: float) -> Tensor:
