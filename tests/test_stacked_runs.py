@@ -121,3 +121,42 @@ def test_the_runners_stage_stacks_branches_and_runs_the_rest(parent, tmp_path, m
     again = sr.run_jobs(stage, 2)  # in two spawned workers: the saved states, in the same order
     for o, a in zip(again, out):
         assert o["hist"] == a["hist"] and o.get("key") == a.get("key")
+
+
+def test_chains_train_as_stages_and_nothing_twice(parent, tmp_path, monkeypatch):
+    """Chains through stacked_runs.run_jobs: each segment continues the saved end of the one before, the
+    result is each segment trained alone from there; a shared first segment, a duplicate job and a shorter
+    branch of one trajectory are trained once (the longer continues the shorter)."""
+    from rankcollapse.chapters import branching
+
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "steps.log"))
+    held = tiny_spec(alpha_knots=((30, 0.1),))
+    seg2 = [tiny_spec(alpha_knots=((30 + d, a),)) for d, a in ((10, 0.5), (10, 0.9), (20, 0.5))]
+    stage = [
+        ("chain", {"parent": parent, "segments": [(held, 10), (seg2[0], 20)]}),
+        ("chain", {"parent": parent, "segments": [(held, 10), (seg2[1], 20)]}),
+        ("chain", {"parent": parent, "segments": [(held, 20), (seg2[2], 20)]}),
+        ("branch", {"parent": parent, "spec": held, "steps": 10}),
+    ]
+    out = sr.run_jobs(stage, 1)
+    assert [len(o) for o in out[:3]] == [2, 2, 2] and out[3]["key"] == out[0][0]["key"]
+    u, n = tr.ledger_counts(tmp_path / "steps.log")
+    assert u == n == 20 + 3 * 20  # the held segment to 20 once (10 continued to 20), then three switches
+    root = tmp_path / "alone"
+    (h10,) = sr.train_branches([{"parent": parent, "spec": held, "steps": 10}], root=root)
+    (h20,) = sr.train_branches([{"parent": parent, "spec": held, "steps": 20}], root=root)
+    _same(h20, out[2][0])
+    for o, (h, s) in zip(out[:3], ((h10, seg2[0]), (h10, seg2[1]), (h20, seg2[2]))):
+        (b,) = sr.train_branches(
+            [{"parent": str(root / h["key"] / "branch.pt"), "spec": s, "steps": 20}], root=root
+        )
+        assert b["hist"] == o[1]["hist"] and b["final_probe"] == o[1]["final_probe"]
+    assert sr.trajectory_rounds(
+        [{"parent": parent, "spec": held, "steps": n} for n in (30, 10, 20)]
+        + [{"parent": parent, "spec": seg2[0], "steps": 30}]
+    ) == [2, 0, 1, 0]
+    # a chapter's stage goes through the stacked engine only when it asks to
+    p = type("P", (), {"workers": 1, "stack_branches": True})()
+    assert branching.run_stage(p, stage[3:], None)[0]["key"] == out[3]["key"]
+    p.stack_branches = False
+    assert branching.run_stage(p, stage[3:], None)[0]["key"] == tr.branch(parent, held, 10)["key"]

@@ -180,6 +180,15 @@ def test_editing_a_chapter_source_changes_that_chapter_only(copy):
     assert {n for n in before if before[n] != after[n]} == {"skip"}
 
 
+def test_editing_the_stacked_engine_changes_its_states_key_only(copy):
+    pkg = copy / "lib" / "rankcollapse"
+    eager = store.code_hash("rankcollapse.lm.training", root=pkg)
+    stacked = store.code_hash("rankcollapse.lm.stacked_runs", root=pkg)
+    _edit(copy, "lm/stacked.py")
+    assert store.code_hash("rankcollapse.lm.stacked_runs", root=pkg) != stacked
+    assert store.code_hash("rankcollapse.lm.training", root=pkg) == eager
+
+
 def test_editing_toy_tasks_changes_the_toy_network_key(copy):
     pkg = copy / "lib" / "rankcollapse"
     mods = ("rankcollapse.chapters.toy_tasks",)

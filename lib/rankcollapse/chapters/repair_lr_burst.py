@@ -22,7 +22,7 @@ from ..lm import gradpath as gp
 from ..lm import model as lm
 from ..lm import runs as rp
 from ..lm import training as tr
-from . import common
+from . import branching, common
 
 # the paper's Figure 4 (depth 24, 8 held-out networks per multiplier): recovered / networks, and the loss gap
 PAPER = {16.0: "8/8 recovered", 32.0: "0/8 recovered"}
@@ -31,6 +31,7 @@ PAPER_GAP = "0.86–1.04 nats above control (recovered)"
 SCHEMA = Schema(
     "repair-lr-burst",
     common.DRIVER_PARAMS
+    + branching.BRANCH_PARAMS
     + [
         # full: the paper's two multipliers and a grid between them fine enough (steps of 1.14-1.25x) to
         # bracket the collapse onset, with bursts as long as the paper's (200 updates). A pilot at full size
@@ -140,7 +141,7 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
         )
         labels.append(f"seed {s} control")
         tags.append((s, "control", None))
-    for (s, kind, m), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
+    for (s, kind, m), o in zip(tags, branching.run_stage(p, jobs, log, labels)):
         if kind == "control":
             out[s]["control"] = o
         else:
@@ -161,7 +162,7 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
             )
             labels.append(f"seed {s} after x{m:g}")
             tags.append((s, m))
-    for (s, m), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
+    for (s, m), o in zip(tags, branching.run_stage(p, jobs, log, labels)):
         out[s]["after"][m] = o
     return out
 
@@ -229,7 +230,7 @@ def run_extensions(p, runs: dict, which: list, log=print) -> dict:
         labels.append(f"seed {s} after x{m:g}, extended")
         tags.append((s, m))
     out = {}
-    for (s, k), o in zip(tags, rp.run_jobs(jobs, p.workers, log, labels)):
+    for (s, k), o in zip(tags, branching.run_stage(p, jobs, log, labels)):
         out.setdefault(s, {})[k] = o
     return out
 

@@ -20,11 +20,12 @@ from ..lm import gradpath as gp
 from ..lm import model as lm
 from ..lm import runs as rp
 from ..lm import training as tr
-from . import common
+from . import branching, common
 
 SCHEMA = Schema(
     "repair-path",
     common.DRIVER_PARAMS
+    + branching.BRANCH_PARAMS
     + [
         # H4 is decided on the held switches, so their grid must locate the recovery threshold and reach a
         # refutation: its lowest value lies at or below 1.5x the alpha of collapse (full: 0.03 = 1.5x the
@@ -330,7 +331,7 @@ def run_switches(
             jobs.append(("driver", {"ds": ds}))
             labels.append(f"seed {e['seed']} control: down to {ramp_control_alpha(p):g} and back up")
             tags.append(("rampctl", e["seed"], None))
-    res = rp.run_jobs(jobs, p.workers, log, labels)
+    res = branching.run_stage(p, jobs, log, labels)
     hold, after, rev, slow, delayed = {}, {}, {}, {}, {}
     controls = {"h3": {}, "h7": {}, "ramp": {}}
     for (kind, s, a), o in zip(tags, res):

@@ -15,7 +15,7 @@ import torch
 from ..book.params import Param, ParameterError, Schema
 from ..lm import runs as rp
 from ..lm import training as tr
-from . import common
+from . import branching, common
 
 # the paper's Table 2 (median, range low, range high, clip fraction) and its outcome: 0/8 recovered for terms
 PAPER_TABLE2 = {
@@ -29,6 +29,7 @@ PAPER_TABLE2 = {
 SCHEMA = Schema(
     "repair-treatments",
     common.DRIVER_PARAMS
+    + branching.BRANCH_PARAMS
     + [
         Param(
             "treatments",
@@ -75,7 +76,7 @@ def run_branches(p, events: list[dict], log=print) -> dict:
             jobs.append(("branch", {"parent": e["collapse"], "spec": spec, "steps": p.branch_steps}))
             labels.append(f"seed {e['seed']} {tname}")
             tags.append((e["seed"], tname))
-    out = rp.run_jobs(jobs, p.workers, log, labels)
+    out = branching.run_stage(p, jobs, log, labels)
     res = {}
     for (s, tname), o in zip(tags, out):
         res.setdefault(s, {})[tname] = o

@@ -13,7 +13,7 @@ tests/test_stacked.py checks that it is bitwise the same alone (``K = 1``) and a
 position. It is not bitwise the eager :class:`TinyLM` step (other kernels: ``baddbmm`` against ``addmm``, a
 separate affine after the layer norm): the stacked engine is its own engine, which a run's spec must say.
 
-This module is not yet used by the chapters (they train with :func:`rankcollapse.lm.training.train`);
+The repair chapters use it when asked (``-p stack_branches True``, through :mod:`.stacked_runs`);
 ``bench/train_throughput.py`` measures it against the plain loop.
 """
 

@@ -33,14 +33,21 @@ from . import training as tr
 KEY_TAG = "branch-stacked"
 
 
+def engine_hash() -> str:
+    """sha256 of the sources that decide a stacked branch beyond the eager loop's (:func:`~rankcollapse.lm.
+    training.source_hash`): this module and everything it imports (``stacked.py``, ``training.py``, ...)."""
+    return store.code_hash(__name__)
+
+
 def branch_key(parent_dir: str, start: int, spec: tr.RunSpec, n: int) -> str:
     """The content key of the stacked branch of ``n`` steps from the state saved in ``parent_dir`` at step
-    ``start`` under ``spec``."""
-    return tr.content_key(KEY_TAG, parent_dir, start, spec, n)
+    ``start`` under ``spec``: it holds the stacked engine's source too, so editing ``stacked.py`` trains its
+    branches again."""
+    return tr.content_key(KEY_TAG, engine_hash(), parent_dir, start, spec, n)
 
 
 def trajectory_key(parent_dir: str, start: int, spec: tr.RunSpec) -> str:
-    return tr.content_key(KEY_TAG + "-trajectory", parent_dir, start, spec)
+    return tr.content_key(KEY_TAG + "-trajectory", engine_hash(), parent_dir, start, spec)
 
 
 def stack_groups(items: list[dict], starts: list[int]) -> list[list[int]]:
@@ -190,28 +197,85 @@ def _train_stack(bs: list[_Branch], ckpt_every: int, log, stop_at) -> list[dict]
 
 # -- the runner's side ----------------------------------------------------------------------------------
 def run_jobs(jobs: list[tuple[str, dict]], workers: int, log=None, labels=None) -> list:
-    """:func:`rankcollapse.lm.runs.run_jobs` with the stage's ``branch`` jobs trained as stacks: the
-    branches are grouped (:func:`stack_groups`) and each group is one job of the pool (or the Dask
-    cluster); every other job runs as before. Results come back in job order. Not yet what the chapters
-    call (their numbers would move to the stacked engine's; issue #21)."""
+    """:func:`rankcollapse.lm.runs.run_jobs` with the stage's ``branch`` and ``chain`` jobs trained as
+    stacks; every other job (drivers, healthy runs) runs as before. Results come back in job order (a chain's
+    as the list of its segments' summaries).
+
+    A chain's segments are stages: segment ``i`` of every chain trains in stage ``i``, from the saved end of
+    its segment ``i - 1``. Within a stage, branches of one trajectory (same parent and spec) that differ in
+    length train in rounds, shortest first, so each longer one continues the shorter saved one and no step
+    is trained twice; identical branch jobs train once. In each round the branches are grouped
+    (:func:`stack_groups`) and each group is one job of the pool (or the Dask cluster)."""
+    labels = labels or [str(i) for i in range(len(jobs))]
+    out: list = [None] * len(jobs)
+    chains = {i: list(kw["segments"]) for i, (k, kw) in enumerate(jobs) if k == "chain"}
+    done: dict = {i: [] for i in chains}
+    stage = [(i, k, kw, labels[i]) for i, (k, kw) in enumerate(jobs) if k != "chain"]
+    stage += [
+        (i, "branch", {"parent": jobs[i][1]["parent"], "spec": seg[0][0], "steps": seg[0][1]}, labels[i])
+        for i, seg in chains.items()
+        if seg
+    ]
+    while stage:
+        res = _run_stage([(k, kw) for _, k, kw, _ in stage], workers, log, [lab for *_, lab in stage])
+        nxt = []
+        for (i, _k, _kw, lab), r in zip(stage, res):
+            if i not in chains:
+                out[i] = r
+                continue
+            done[i].append(r)
+            seg = chains[i]
+            if len(done[i]) < len(seg):
+                spec, steps = seg[len(done[i])]
+                parent = str(tr.states_dir() / r["key"] / "branch.pt")
+                nxt.append((i, "branch", {"parent": parent, "spec": spec, "steps": steps}, lab))
+        stage = nxt
+    for i in chains:
+        out[i] = done[i]
+    return out
+
+
+def trajectory_rounds(items: list[dict]) -> list[int]:
+    """The round of each branch job: ``k`` when ``k`` shorter branches of its trajectory (same parent, same
+    spec) are in ``items``, so a longer branch trains after the shorter ones and continues the longest."""
+    by_traj: dict = {}
+    for it in items:
+        by_traj.setdefault((str(it["parent"]), repr(it["spec"])), set()).add(int(it["steps"]))
+    return [sorted(by_traj[(str(it["parent"]), repr(it["spec"]))]).index(int(it["steps"])) for it in items]
+
+
+def _run_stage(jobs: list[tuple[str, dict]], workers: int, log, labels: list[str]) -> list:
     from ..jobs import run_parallel
 
-    labels = labels or [str(i) for i in range(len(jobs))]
-    bi = [i for i, (k, _) in enumerate(jobs) if k == "branch"]
-    starts = [tr.load_dict(Path(jobs[i][1]["parent"]))["step"] for i in bi]
-    groups = [[bi[j] for j in g] for g in stack_groups([jobs[i][1] for i in bi], starts)]
-    tasks = [{"kind": "stack", "kw": {"items": [jobs[i][1] for i in g]}} for g in groups]
-    names = [f"stack of {len(g)}: " + ", ".join(labels[i] for i in g) for g in groups]
-    rest = [i for i, (k, _) in enumerate(jobs) if k != "branch"]
-    tasks += [{"kind": jobs[i][0], "kw": jobs[i][1]} for i in rest]
-    names += [labels[i] for i in rest]
-    res = run_parallel(_dispatch, tasks, workers, log, names)
     out: list = [None] * len(jobs)
-    for g, r in zip(groups, res):  # a stack returns its branches' summaries in order
-        for i, o in zip(g, r):
+    bi = [i for i, (k, _) in enumerate(jobs) if k == "branch"]
+    uniq: dict = {}  # identical branch jobs train once
+    for i in bi:
+        kw = jobs[i][1]
+        uniq.setdefault((str(kw["parent"]), repr(kw["spec"]), int(kw["steps"])), []).append(i)
+    first = [v[0] for v in uniq.values()]
+    rounds = trajectory_rounds([jobs[i][1] for i in first])
+    rest = [i for i, (k, _) in enumerate(jobs) if k != "branch"]
+    for r in range(max(rounds, default=-1) + 1):
+        bi_r = [i for i, rr in zip(first, rounds) if rr == r]
+        starts = [tr.load_dict(Path(jobs[i][1]["parent"]))["step"] for i in bi_r]
+        groups = [[bi_r[j] for j in g] for g in stack_groups([jobs[i][1] for i in bi_r], starts)]
+        # the longest stacks first (a network step costs about the same in any stack): the pool's tail short
+        groups.sort(key=lambda g: -len(g) * int(jobs[g[0]][1]["steps"]))
+        tasks = [{"kind": "stack", "kw": {"items": [jobs[i][1] for i in g]}} for g in groups]
+        names = [f"stack of {len(g)}: " + ", ".join(labels[i] for i in g) for g in groups]
+        others = rest if r == 0 else []
+        tasks += [{"kind": jobs[i][0], "kw": jobs[i][1]} for i in others]
+        names += [labels[i] for i in others]
+        res = run_parallel(_dispatch, tasks, workers, log, names)
+        for g, rs in zip(groups, res):  # a stack returns its branches' summaries in order
+            for i, o in zip(g, rs):
+                out[i] = o
+        for i, o in zip(others, res[len(groups) :]):
             out[i] = o
-    for i, r in zip(rest, res[len(groups) :]):
-        out[i] = r
+    for v in uniq.values():
+        for i in v[1:]:
+            out[i] = out[v[0]]
     return out
 
 
