@@ -175,15 +175,41 @@ def test_the_longest_chapters_start_first_and_take_their_workers_cores(monkeypat
     ]
 
 
-def test_expected_seconds_come_from_the_record():
+def test_expected_seconds_are_the_cost_from_scratch_else_the_record(tmp_path, monkeypatch):
     from rankcollapse.book import runner
 
+    costs = json.loads((REPO / "data" / "costs" / "full.json").read_text())["chapters"]
+    assert runner.expected_seconds("repair-path", "full") == costs["repair-path"]["cpu_s"]
+    # the longest chapter from an empty store starts first, whatever its last record (made from saved
+    # states) took
+    assert runner.expected_seconds("repair-path", "full") > runner.expected_seconds("skip", "full")
+    monkeypatch.setattr(runner, "costs_path", lambda profile: tmp_path / f"{profile}.json")  # none recorded
     rec = json.loads((REPO / "data" / "expected" / "smoke" / "repair-path.json").read_text())
     assert runner.expected_seconds("repair-path", "smoke") == rec["wall_time_s"]
     assert (
         runner.expected_seconds("repair-path", "paper") == float("inf")
         or (REPO / "data" / "expected" / "paper" / "repair-path.json").exists()
     )
+
+
+def test_costs_are_recorded_only_from_a_run_where_every_chapter_ran(tmp_path, monkeypatch):
+    from rankcollapse.book import runner
+    from rankcollapse.book.params import ParameterError
+
+    monkeypatch.setattr(runner, "costs_path", lambda profile: tmp_path / "costs" / f"{profile}.json")
+    ran = runner.RunOutcome("a", "ran", 10.0, tmp_path, cpu_seconds=19.0)
+    log = runner.write_run_log(
+        tmp_path / "one", [ran, runner.RunOutcome("b", "cached", 0.0, tmp_path)], 2, 10.0
+    )
+    with pytest.raises(ParameterError, match="chapters b did not run"):
+        runner.record_costs("full", log, "a fresh clone")
+    log = runner.write_run_log(tmp_path / "two", [ran], 2, 10.0)
+    with pytest.raises(ParameterError, match="'how' is empty"):
+        runner.record_costs("full", log, "  ")
+    assert not (tmp_path / "costs").exists()  # nothing written on bad input
+    runner.record_costs("full", log, "a fresh clone")
+    assert runner.scratch_costs("full") == {"a": {"wall_s": 10.0, "cpu_s": 19.0}}
+    assert runner.expected_seconds("a", "full") == 19.0
 
 
 def test_a_parallel_run_logs_its_wall_and_each_chapters_cpu_time(tmp_path):

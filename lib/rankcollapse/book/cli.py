@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 from ..chapters import CHAPTERS
 from ..chapters import schema as chapter_schema
@@ -110,12 +111,21 @@ def paper_guard(a, names) -> int | None:
         return None
     from ..chapters import module
     from .build import expected_path
+    from .runner import scratch_costs
 
+    costs = scratch_costs("full")
     lines, total = [], 0.0
     for n in names:
         full = expected_path("full", n)
         factor = getattr(module(n), "PAPER_VS_FULL", None)
-        if full.exists() and factor:
+        if factor and n in costs:
+            est = costs[n]["cpu_s"] * factor
+            total += est
+            lines.append(
+                f"  {n:<20} ~{est / 60:6.1f} min on one CPU core "
+                f"(full CPU time from an empty store x {factor:g})"
+            )
+        elif full.exists() and factor:
             est = load(full)["wall_time_s"] * factor
             total += est
             lines.append(f"  {n:<20} ~{est / 60:6.1f} min on one CPU core (recorded full time x {factor:g})")
@@ -314,6 +324,15 @@ def cmd_record(a) -> int:
     return 0
 
 
+def cmd_costs(a) -> int:
+    """Record what each chapter cost from an empty store (data/costs/<profile>.json), from a run log."""
+    from .runner import build_dir, record_costs
+
+    src = Path(a.source) if a.source else build_dir(a.profile) / "last-run.json"
+    print(f"recorded {src} -> {record_costs(a.profile, src, a.how)}")
+    return 0
+
+
 def cmd_book(a) -> int:
     from .build import build
     from .runner import run_many
@@ -396,6 +415,17 @@ def parser() -> argparse.ArgumentParser:
     )
     common(p, device=False)
     p.set_defaults(fn=cmd_record)
+    p = sub.add_parser(
+        "costs",
+        help="record each chapter's wall and CPU time from a run that trained everything from an empty "
+        "store (the runner starts the costliest chapters first)",
+    )
+    p.add_argument("--profile", default="full", choices=PROFILES)
+    p.add_argument(
+        "--from", dest="source", default=None, help="the run log (default build/<profile>/last-run.json)"
+    )
+    p.add_argument("--how", required=True, help="how that run was made: commit, empty store, machine")
+    p.set_defaults(fn=cmd_costs)
     p = sub.add_parser("book", help="run changed chapters and build the HTML book")
     p.add_argument("-j", "--jobs", type=int, default=1)
     scheduler_arg(p)

@@ -480,10 +480,61 @@ def cores_of(resolved: dict, jobs: int) -> int:
     return max(1, min(int(resolved.get("workers") or 1), jobs))
 
 
+def costs_path(profile: str) -> Path:
+    """``data/costs/<profile>.json``: what each chapter cost when it trained everything it needs from an
+    empty store (:func:`record_costs`)."""
+    return REPO / "data" / "costs" / f"{profile}.json"
+
+
+def scratch_costs(profile: str) -> dict:
+    """{chapter: {"wall_s", "cpu_s"}} from :func:`costs_path`, or {} when none is recorded."""
+    try:
+        return dict(json.loads(costs_path(profile).read_text())["chapters"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def record_costs(profile: str, last_run: Path, how: str) -> Path:
+    """Write :func:`costs_path` from a multi-chapter run's ``last-run.json`` (:func:`write_run_log`), with
+    ``how`` saying how it was made (commit, empty store, machine). Every chapter of that run must have run:
+    a cached one says nothing about its cost. Raises :class:`ParameterError` before writing anything."""
+    if not how.strip():
+        raise ParameterError("parameter 'how' is empty: say how the run was made (commit, store, machine)")
+    try:
+        doc = json.loads(Path(last_run).read_text())
+        chapters = doc["chapters"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ParameterError(f"'{last_run}' is not a run log written by a multi-chapter run: {e}") from None
+    cached = [n for n, c in chapters.items() if c.get("status") != "ran"]
+    if cached:
+        raise ParameterError(
+            f"chapters {', '.join(cached)} did not run in '{last_run}' (cached or failed): a run log "
+            "records costs only when every chapter ran, from an empty store"
+        )
+    out = {
+        "how": how,
+        "cores": doc.get("cores"),
+        "wall_s": doc.get("wall_s"),
+        "steps_trained": doc.get("steps_trained"),
+        "steps_unique": doc.get("steps_unique"),
+        "chapters": {n: {"wall_s": c["wall_s"], "cpu_s": c["cpu_s"]} for n, c in chapters.items()},
+    }
+    path = costs_path(profile)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    return path
+
+
 def expected_seconds(name: str, profile: str) -> float:
-    """The chapter's recorded wall time at ``profile`` (``data/expected``), inf when it was never timed."""
+    """What the chapter is expected to cost at ``profile``: its CPU seconds from an empty store
+    (:func:`scratch_costs`) when recorded, else its recorded wall time (``data/expected``), inf when it was
+    never timed. A record re-made from saved states times only their loading, so by itself it would start a
+    chapter that trains for an hour after one that takes a minute."""
     from .build import expected_path
 
+    c = scratch_costs(profile).get(name)
+    if c and c.get("cpu_s"):
+        return float(c["cpu_s"])
     try:
         return float(json.loads(expected_path(profile, name).read_text())["wall_time_s"])
     except (OSError, ValueError, KeyError, TypeError):
