@@ -268,3 +268,36 @@ def test_the_driver_records_its_weights_while_it_trains(tmp_path, monkeypatch):
     assert t["token_srank"] == [h["srank"][h["m_step"].index(s)][-1] for s in (0, 100)]
     with pytest.raises(ValueError, match="multiple"):
         tr.RunSpec(weights_every=15)
+
+
+def test_a_control_trained_as_two_legs_is_its_driver_and_shares_its_first_leg(tmp_path, monkeypatch):
+    """H7's control at the ramp control's alpha and the reversed ramp's control, each a chain of two branches
+    from the shared prefix split at the switch step (branching.control_chain_job): the same summaries as
+    their drivers (history, detector, final probe), the shared leg trained once."""
+    from rankcollapse.chapters import branching
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
+    p = _p(depth=2, d_model=8, heads=2, ctx=8, batch=2, ramp_start=20, ramp_end=40, alpha_min=0.02)
+    p.branch_steps, p.workers, a, start = 30, 1, rpa.ramp_control_alpha(p), 50
+    assert rpa.ramp_split(p, {"start": start}) == 51 and rpa.ramp_split(p, {"start": 30}) == 41
+    ramp = rpa.ramp_control_spec(p, 0, start)
+    old = [
+        tr.driver(rp.held_control_job(p, 0, a, 70)["ds"]),
+        tr.driver(tr.DriverSpec(ramp, start + p.branch_steps, p.threshold, p.window, p.settle_steps)),
+    ]
+    monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "chains"))
+    monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "steps.log"))
+    jobs = [
+        ("chain", branching.control_chain_job(p, 0, a, start + 1, 70)),
+        ("chain", branching.control_chain_job(p, 0, a, start + 1, start + p.branch_steps, ramp)),
+    ]
+    for (_, job), legs, o in zip(jobs, rp.run_jobs(jobs, 1), old):
+        new = branching.control_summary(p, job, legs)
+        assert new["hist"] == o["hist"] and new["det"] == o["det"]
+        assert new["final_probe"] == o["final_probe"] and new["step"] == o["step"]
+    # the prefix (20 updates), the shared leg (31, to the switch step's), the held leg (19) and the ramp
+    # back up (29), each once
+    assert tr.ledger_counts(tmp_path / "steps.log") == (99, 99)
+    with pytest.raises(ValueError, match="split"):
+        branching.control_chain_job(p, 0, a, 10, 70)

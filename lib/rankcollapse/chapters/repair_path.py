@@ -269,7 +269,12 @@ def run_switches(
         for a in p.h7_control_alphas:
             if a == 1.0 and healthy is not None:  # ramped "down" to 1: the healthy network itself
                 continue
-            jobs.append(("driver", rp.held_control_job(p, s, a, control_steps(p, e, a))))
+            if a == ramp_control_alpha(p):  # the reversed ramp's control follows it until ramp_split
+                jobs.append(
+                    ("chain", branching.control_chain_job(p, s, a, ramp_split(p, e), control_steps(p, e, a)))
+                )
+            else:
+                jobs.append(("driver", rp.held_control_job(p, s, a, control_steps(p, e, a))))
             labels.append(f"seed {s} control: ramp to alpha {a:g} and held")
             tags.append(("h7", s, a))
     for e in events:
@@ -326,15 +331,19 @@ def run_switches(
             labels.append(f"seed {e['seed']} reversed ramp, {p.slow_ramp_factor}x slower")
             tags.append(("slow", e["seed"], None))
         if ramp_control_alpha(p) < 1.0:
+            # H7's control at the same alpha until ramp_split (its saved state there), then ramped back up
             spec = ramp_control_spec(p, e["seed"], e["start"])
-            ds = tr.DriverSpec(spec, e["start"] + p.branch_steps, p.threshold, p.window, p.settle_steps)
-            jobs.append(("driver", {"ds": ds}))
+            a = ramp_control_alpha(p)
+            end = e["start"] + p.branch_steps
+            jobs.append(("chain", branching.control_chain_job(p, e["seed"], a, ramp_split(p, e), end, spec)))
             labels.append(f"seed {e['seed']} control: down to {ramp_control_alpha(p):g} and back up")
             tags.append(("rampctl", e["seed"], None))
     res = branching.run_stage(p, jobs, log, labels)
     hold, after, rev, slow, delayed = {}, {}, {}, {}, {}
     controls = {"h3": {}, "h7": {}, "ramp": {}}
-    for (kind, s, a), o in zip(tags, res):
+    for (kind, s, a), (jk, job), o in zip(tags, jobs, res):
+        if jk == "chain" and kind in ("h7", "rampctl"):  # a control as two legs: summarised as its driver
+            o = branching.control_summary(p, job, o)
         if kind == "hold":
             hold.setdefault(s, {})[a] = o
         elif kind == "after":
@@ -451,6 +460,14 @@ def ramp_control_spec(p, seed: int, start: int) -> tr.RunSpec:
     held = ((start, a),) if start > p.ramp_end else ()
     knots = down + held + ((start + p.ramp_end - p.ramp_start, 1.0),)
     return tr.RunSpec(**{**base.__dict__, "alpha_knots": knots})
+
+
+def ramp_split(p, e: dict) -> int:
+    """The first step at which the reversed ramp's control (:func:`ramp_control_spec`) and H7's control at
+    the same alpha differ: the one after the switch step (or after the end of the driver's ramp, when the
+    event collapsed before it), where the ramp back up begins. Until there the two are one run, trained
+    once."""
+    return max(int(e["start"]), p.ramp_end) + 1
 
 
 def ramp_control_rows(p, events, rev: dict, controls: dict, healthy: dict) -> list[dict]:
