@@ -94,10 +94,10 @@ def stacked_loop(cfg: lm.LMConfig, batch: int, K: int = 8, compiled: bool = True
 
 
 def step_flops(cfg: lm.LMConfig, batch: int) -> float:
-    """Matmul FLOPs of one training step: forward ``L (24 d^2 + 4 n d) + 2 d V`` per token, times 3."""
-    d, n, L, V = cfg.d_model, cfg.ctx, cfg.depth, cfg.vocab
-    per_token = L * (2 * d * (3 * d + d + 2 * cfg.mlp_mult * d) + 4 * n * d) + 2 * d * V
-    return 3.0 * per_token * batch * n
+    """Matmul FLOPs of one training step (:func:`rankcollapse.book.estimates.lm_step_flops`)."""
+    from rankcollapse.book.estimates import lm_step_flops
+
+    return lm_step_flops(cfg.depth, cfg.d_model, cfg.ctx, batch, cfg.vocab, cfg.mlp_mult)
 
 
 def matmul_rate(cfg: lm.LMConfig, batch: int, reps: int = 20) -> float:

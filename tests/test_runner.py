@@ -223,3 +223,42 @@ def test_a_parallel_run_logs_its_wall_and_each_chapters_cpu_time(tmp_path):
     assert doc["cores"] == 2 and doc["wall_s"] == 11.0
     assert doc["chapters"]["a"] == {"status": "ran", "wall_s": 10.0, "cpu_s": 19.0}
     assert doc["chapters"]["b"]["status"] == "cached"
+
+
+def test_the_lm_flop_count_is_torchs_own_count_of_the_forward():
+    """lm_step_flops (the paper estimate's and the benchmark's FLOP count) against torch's flop counter on
+    the model's forward with the attention written out (the probs path: the CPU flash kernel is not
+    counted by torch), the backward being twice the forward."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rankcollapse.book.estimates import lm_step_flops
+    from rankcollapse.lm import model as lm
+
+    cfg = lm.LMConfig(depth=3, d_model=16, ctx=8, heads=2)
+    with FlopCounterMode(display=False) as fc:
+        lm.build_model(cfg, 0)(torch.randint(0, 256, (2, 8)), probs=True)
+    assert 3 * fc.get_total_flops() == lm_step_flops(3, 16, 8, 2)
+
+
+def test_paper_without_a_gpu_estimates_every_chapter_it_can_and_refuses(monkeypatch, capsys):
+    import argparse
+
+    import torch
+
+    from rankcollapse.book import cli, estimates
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    a = argparse.Namespace(profile="paper", device="auto", allow_cpu=False)
+    assert cli.paper_guard(a, ["repair-path", "skip"]) == 2
+    err = capsys.readouterr().err
+    assert "expects a CUDA GPU" in err and "--allow-cpu" in err
+    f, how = estimates.paper_factor("repair-path")
+    # width 48 -> 128, context 32 -> 256, longer runs, 10 seeds -> 8: hundreds of times full's work
+    assert 100 < f < 1000 and "FLOPs" in how
+    assert f"x {f:.3g}: training FLOPs" in err
+    assert "skip" in err and "no estimate" in err and "1 chapter(s) without an estimate" in err
+    assert estimates.paper_factor("decomposition")[0] == 3.0  # the chapter's own
+    # and it starts nothing only where it should refuse
+    for kw in ({"allow_cpu": True}, {"device": "cuda"}, {"profile": "full"}):
+        assert cli.paper_guard(argparse.Namespace(**{**vars(a), **kw}), ["repair-path"]) is None

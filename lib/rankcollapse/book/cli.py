@@ -109,32 +109,28 @@ def paper_guard(a, names) -> int | None:
 
     if torch.cuda.is_available():
         return None
-    from ..chapters import module
-    from .build import expected_path
-    from .runner import scratch_costs
+    from .estimates import paper_factor
+    from .runner import expected_seconds, scratch_costs
 
     costs = scratch_costs("full")
-    lines, total = [], 0.0
+    lines, total, missing = [], 0.0, 0
     for n in names:
-        full = expected_path("full", n)
-        factor = getattr(module(n), "PAPER_VS_FULL", None)
-        if factor and n in costs:
-            est = costs[n]["cpu_s"] * factor
-            total += est
-            lines.append(
-                f"  {n:<20} ~{est / 60:6.1f} min on one CPU core "
-                f"(full CPU time from an empty store x {factor:g})"
-            )
-        elif full.exists() and factor:
-            est = load(full)["wall_time_s"] * factor
-            total += est
-            lines.append(f"  {n:<20} ~{est / 60:6.1f} min on one CPU core (recorded full time x {factor:g})")
-        else:
-            lines.append(f"  {n:<20} no estimate (no recorded full run or no PAPER_VS_FULL factor)")
+        base = expected_seconds(n, "full")  # CPU time from an empty store, else the recorded wall time
+        factor = paper_factor(n)
+        if factor is None or base == float("inf"):
+            missing += 1
+            lines.append(f"  {n:<20} no estimate (no recorded full run, or no basis for a paper factor)")
+            continue
+        f, how = factor
+        total += base * f
+        src = "full CPU time from an empty store" if n in costs else "recorded full time"
+        lines.append(f"  {n:<20} ~{base * f / 3600:8.1f} h on one CPU core ({src} x {f:.3g}: {how})")
+    if missing:
+        lines.append(f"  ({missing} chapter(s) without an estimate are not in the total)")
     print(
         "rcbook: the 'paper' profile runs the papers' own sizes and expects a CUDA GPU; "
         "none is available here.\n"
-        "Estimated CPU time instead:\n" + "\n".join(lines) + f"\n  total at least ~{total / 3600:.1f} h.\n"
+        "Estimated CPU time instead:\n" + "\n".join(lines) + f"\n  total ~{total / 3600:.1f} h.\n"
         "Run it on a GPU machine with --device cuda (bash make.sh paper), "
         "or add --allow-cpu to start anyway.",
         file=sys.stderr,
