@@ -262,3 +262,22 @@ def test_paper_without_a_gpu_estimates_every_chapter_it_can_and_refuses(monkeypa
     # and it starts nothing only where it should refuse
     for kw in ({"allow_cpu": True}, {"device": "cuda"}, {"profile": "full"}):
         assert cli.paper_guard(argparse.Namespace(**{**vars(a), **kw}), ["repair-path"]) is None
+
+
+def test_bench_takes_the_books_times_from_the_empty_store_run(tmp_path, monkeypatch):
+    """bench/all.py reports a chapter's time from the run that trained everything (data/costs), and labels
+    any other time as one that may only have loaded saved states."""
+    import importlib.util
+
+    from rankcollapse.book import runner
+
+    spec = importlib.util.spec_from_file_location("bench_all", REPO / "bench" / "all.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    doc = {"how": "test", "cores": 2, "wall_s": 4000.0, "chapters": {"skip": {"wall_s": 12.5, "cpu_s": 12}}}
+    (tmp_path / "full.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(runner, "costs_path", lambda profile: tmp_path / f"{profile}.json")
+    times = bench.chapter_times("full")
+    assert times["skip"] == (12.5, "from an empty store")
+    assert all("may have loaded saved states" in src for ch, (_, src) in times.items() if ch != "skip")
+    assert bench.scratch_book("full")["wall_s"] == 4000.0 and bench.scratch_book("smoke") == {}
