@@ -151,6 +151,58 @@ def test_failed_chapter_leaves_nothing(tmp_path, monkeypatch):
     assert "boom" in (tmp_path / "build" / "smoke" / "failed" / "decomposition.ipynb").read_text()
 
 
+def test_a_kernel_that_runs_no_cell_is_shut_down_without_a_sigint(tmp_path, monkeypatch):
+    """jupyter_client interrupts every kernel it shuts down; one that had finished its chapter logged
+    "ERROR | KeyboardInterrupt caught in kernel" when the SIGINT raced its last reply. Now a chapter that
+    ran, and one that failed in a cell, send none; a kernel stopped mid-cell and a timeout's interrupt still
+    do."""
+    import asyncio
+    import signal
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    import rankcollapse.book.runner as R
+
+    sent = []
+    real = AsyncKernelManager._async_signal_kernel
+
+    async def spy(self, signum):
+        sent.append(signum)
+        await real(self, signum)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_signal_kernel", spy)
+    o = R.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=tmp_path / "ok")
+    assert o.status == "ran", o.message
+    assert signal.SIGINT not in sent and not R._CellTracker.running
+
+    src = tmp_path / "chapters"
+    src.mkdir()
+    text = (REPO / "chapters" / "decomposition.md").read_text()
+    (src / "decomposition.md").write_text(
+        text.replace("archs = dec.architecture_lengths()", "raise RuntimeError('boom')")
+    )
+    monkeypatch.setattr(R, "chapter_source", lambda name: src / f"{name}.md")
+    o = R.run_chapter("decomposition", SMALL, profile="smoke", device="cpu", root=tmp_path / "bad")
+    assert o.status == "failed" and "boom" in o.message
+    assert signal.SIGINT not in sent
+
+    # the rule itself: only a shutdown of a kernel that runs no cell goes without the interrupt
+    interrupted = []
+
+    async def parent(self):
+        interrupted.append((self.shutting_down, R._CellTracker.running))
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", parent)
+    km = R.LocalKernelManager()
+    try:
+        for shutting_down, running in [(True, False), (True, True), (False, False), (False, True)]:
+            km.shutting_down, R._CellTracker.running = shutting_down, running
+            asyncio.run(km._async_interrupt_kernel())
+    finally:
+        R._CellTracker.running = False
+    assert interrupted == [(True, True), (False, False), (False, True)]
+
+
 def test_glued_text_is_never_read_as_a_file_name(tmp_path, monkeypatch):
     # IPython's Markdown(".") would read the folder "." (and fail); glued strings are text, always
     from rankcollapse.book.notebook import as_markdown

@@ -62,16 +62,42 @@ class RunOutcome:
     cpu_seconds: float = 0.0  # CPU time of the kernel and every process it waited for (its workers)
 
 
+class _CellTracker:
+    """Whether a cell of the chapter is executing now (set by nbclient's cell hooks, one per process: a
+    process of the runner executes one chapter at a time)."""
+
+    running = False
+
+    @classmethod
+    def started(cls, **_):
+        cls.running = True
+
+    @classmethod
+    def finished(cls, **_):
+        cls.running = False
+
+
 def _local_kernel_manager():
     from jupyter_client.manager import AsyncKernelManager
 
     class LocalKernelManager(AsyncKernelManager):
         """Kernels talk over local IPC sockets in the run's own folder, not TCP ports, and start through
-        :mod:`rankcollapse.book.kernel_launcher`, so a kernel dies with the runner that started it."""
+        :mod:`rankcollapse.book.kernel_launcher`, so a kernel dies with the runner that started it.
+
+        Shutting down a kernel that runs no cell (the chapter ended, or failed in a cell) sends it no
+        SIGINT: jupyter_client always interrupts first, and an interrupt that lands while the kernel is
+        still finishing its last reply was logged as "ERROR | KeyboardInterrupt caught in kernel" after
+        chapters that ran and matched. A kernel interrupted mid-cell (Ctrl-C, SIGTERM) still gets it, so
+        the cell stops at once and the run resumes from its last checkpoint."""
 
         def __init__(self, **kw):
             kw.setdefault("transport", "ipc")
             super().__init__(**kw)
+
+        async def _async_interrupt_kernel(self):
+            if self.shutting_down and not _CellTracker.running:
+                return
+            await super()._async_interrupt_kernel()
 
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = super().format_kernel_cmd(extra_arguments)
@@ -213,6 +239,7 @@ def _execute(
         pm["output_dir"] = "."  # the kernel runs in the temporary folder, which becomes `out`
         states_log = tmp / ".states.log"  # every stored state the kernel and its workers read or write
         os.environ[store.STATES_LOG] = str(states_log)
+        _CellTracker.running = False
         try:
             pm_.execute_notebook(
                 str(src),
@@ -224,6 +251,8 @@ def _execute(
                 log_output=log_output,
                 report_mode=False,
                 kernel_manager_class="rankcollapse.book.runner.LocalKernelManager",
+                on_cell_execute=_CellTracker.started,
+                on_cell_executed=_CellTracker.finished,
             )
         finally:
             os.environ.pop(store.STATES_LOG, None)
