@@ -43,7 +43,8 @@ def median_time(fn, repeats: int) -> float:
 
 
 def network(L, H, n, d, dtype=torch.float32):
-    san = SAN.random(SANConfig(L, H, d, skip=True), seed=0, dtype=dtype)
+    # per-head widths d // H, given explicitly: the grid has head counts (3, 6) that do not divide d
+    san = SAN.random(SANConfig(L, H, d, d_qk=d // H, d_v=d // H, skip=True), seed=0, dtype=dtype)
     X = random_tokens(n, d, seed=1, dtype=dtype)
     with torch.no_grad():
         _, atts = san.forward(X)

@@ -208,15 +208,14 @@ def test_calibrated_beta_adds_lambda(tmp_path):
 
 
 def test_parallel_equals_serial(tmp_path):
-    jobs = [
-        {"ds": tr.DriverSpec(tiny_spec(seed=s), 20), "root": tmp_path / f"r{w}"}
-        for s in (0, 1)
-        for w in (0,)
-    ]
+    """One stage trained with 1 and with 3 workers, each into its own store: identical numbers and the same
+    state keys. The runner sets ``workers`` from its core budget, and no key or record check includes it."""
+    jobs = [{"ds": tr.DriverSpec(tiny_spec(seed=s), 20), "root": tmp_path / "serial"} for s in (0, 1, 2)]
     serial = rjobs.run_parallel(tr.driver, jobs, workers=1)
-    jobs2 = [dict(j, root=tmp_path / "par") for j in jobs]
-    par = rjobs.run_parallel(tr.driver, jobs2, workers=2)
+    jobs3 = [dict(j, root=tmp_path / "par") for j in jobs]
+    par = rjobs.run_parallel(tr.driver, jobs3, workers=3)
     assert [s["hist"] for s in serial] == [p["hist"] for p in par]
+    assert [s["key"] for s in serial] == [p["key"] for p in par]
 
 
 # -- corrupt saved states are refused, moved aside and trained again --------------------------------------

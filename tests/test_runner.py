@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,7 +69,10 @@ def test_verbose_streams_the_progress_lines(tmp_path):
     ]
     quiet = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert quiet.returncode == 0, quiet.stderr
-    assert "reconstruction L=2 H=2 done" not in quiet.stdout + quiet.stderr
+    # not a terminal: one plain line per stage, each once, on stdout; no cell output
+    stages = [ln for ln in quiet.stdout.splitlines() if "reconstruction L=2 H=2 done" in ln]
+    assert len(stages) == 1 and stages[0].lstrip().startswith("[decomposition"), quiet.stdout
+    assert "[1/1] decomposition" in quiet.stdout
     loud = subprocess.run([*cmd, "-v", "--force"], env=env, capture_output=True, text=True)
     assert loud.returncode == 0, loud.stderr
     assert "[decomposition" in loud.stderr and "reconstruction L=2 H=2 done" in loud.stderr
@@ -213,18 +217,13 @@ def test_glued_text_is_never_read_as_a_file_name(tmp_path, monkeypatch):
     assert as_markdown("note.md")._repr_markdown_() == "note.md"
 
 
-def test_the_longest_chapters_start_first_and_take_their_workers_cores(monkeypatch):
+def test_the_longest_chapters_start_first(monkeypatch):
     from rankcollapse.book import runner
 
     times = {"a": 10.0, "b": 300.0, "c": float("inf"), "d": 300.0}
     monkeypatch.setattr(runner, "expected_seconds", lambda n, profile: times[n])
-    resolved = {"a": {"workers": 4}, "b": {"workers": 2}, "c": {}, "d": {"workers": None}}
-    assert runner.schedule(["a", "b", "c", "d"], resolved, "smoke", jobs=2) == [
-        ("c", 1),  # never timed: counts as longest
-        ("b", 2),
-        ("d", 1),  # ties keep the order given
-        ("a", 2),  # 4 workers, but never more cores than the budget
-    ]
+    # never timed counts as longest; ties keep the order given
+    assert runner.schedule(["a", "b", "c", "d"], "smoke") == ["c", "b", "d", "a"]
 
 
 def test_expected_seconds_are_the_cost_from_scratch_else_the_record(tmp_path, monkeypatch):
@@ -309,6 +308,18 @@ def test_paper_without_a_gpu_estimates_every_chapter_it_can_and_refuses(monkeypa
     # width 48 -> 128, context 32 -> 256, longer runs, 10 seeds -> 8: hundreds of times full's work
     assert 100 < f < 1000 and "FLOPs" in how
     assert f"x {f:.3g}: training FLOPs" in err
+    # beside the CPU hours, the GPU hours: the same work over the stated GPU/CPU-core throughput ratio
+    from rankcollapse.book.runner import expected_seconds
+
+    cpu_s = expected_seconds("repair-path", "full") * f
+    line = next(x for x in err.splitlines() if x.strip().startswith("repair-path"))
+    cpu_h, gpu_h = (float(v) for v in re.findall(r"~\s*([\d.]+) h on one (?:CPU core|GPU)", line))
+    assert cpu_h == pytest.approx(cpu_s / 3600, abs=0.06)
+    assert gpu_h == pytest.approx(cpu_s / estimates.GPU_VS_CPU_CORE / 3600, abs=0.006)
+    assert gpu_h == pytest.approx(cpu_h / estimates.GPU_VS_CPU_CORE, rel=0.05)
+    assert estimates.GPU_ASSUMPTION in err and f"{estimates.GPU_VS_CPU_CORE:g}x one CPU core" in err
+    assert re.search(r"total ~[\d.]+ h on one CPU core, ~[\d.]+ h on one GPU \(assumption: ", err)
+    assert estimates.gpu_hours(1.0) == "<0.01"  # a chapter of seconds is not printed as "~0.00 h"
     assert "skip" in err and "no estimate" in err and "1 chapter(s) without an estimate" in err
     assert estimates.paper_factor("decomposition")[0] == 3.0  # the chapter's own
     # and it starts nothing only where it should refuse

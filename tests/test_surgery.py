@@ -220,7 +220,7 @@ def test_head_betas_match_bounds_on_a_san():
     from rankcollapse.core.bounds import beta_heads
     from rankcollapse.core.san import SAN, SANConfig
 
-    san = SAN.random(SANConfig(2, 3, 8), 0)
+    san = SAN.random(SANConfig(2, 3, 8, d_qk=2, d_v=2), 0)  # 8 is not 3 heads' width: given per head
     W = {"WQ": san.WQ[1], "WK": san.WK[1], "WV": san.WV[1], "WO": san.WO[1]}
     torch.testing.assert_close(head_betas(W), beta_heads(san, 1))
     # by hand for one head

@@ -12,10 +12,11 @@ Cache keys hash the source that decides a result, and only that source:
   import plus its module of :data:`rankcollapse.chapters.CHAPTERS`, and the chapter's own source.
 
 So a docstring edit in ``cli.py`` re-executes no chapter, and an edit of ``metrics.py`` retrains the LM
-states (which measure with it). This module's own source is left out of every hash, and so is
-:mod:`rankcollapse.procs`'s (:data:`KEY_EXEMPT`): they decide where results are stored and how the
-processes computing them live and die, not what the results are (neither imports any other module of the
-package; ``tests/test_store.py`` checks it).
+states (which measure with it). This module's own source is left out of every hash, and so are
+:mod:`rankcollapse.procs`', :mod:`rankcollapse.jobs`' and :mod:`rankcollapse.cores`' (:data:`KEY_EXEMPT`):
+they decide where results are stored, where jobs run and how the processes computing them live and die,
+not what the results are (none imports a module of the package outside this set;
+``tests/test_store.py`` checks it).
 
 Everything lies under one root, :func:`states_root`: ``$RCBOOK_STATES``, else ``$RCBOOK_BUILD/states``,
 else ``<repo>/build/states``. :func:`lock` is an exclusive cross-process file lock (:mod:`filelock`);
@@ -44,7 +45,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 _CWD = os.getcwd()
 REPO = Path(os.path.abspath(os.environ.get("RCBOOK_ROOT") or PACKAGE_ROOT.parents[1]))
 # modules whose source is not part of any key: they decide where results lie, not what they are
-KEY_EXEMPT = frozenset({f"{PACKAGE}.store", f"{PACKAGE}.procs"})
+KEY_EXEMPT = frozenset({f"{PACKAGE}.store", f"{PACKAGE}.procs", f"{PACKAGE}.jobs", f"{PACKAGE}.cores"})
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 

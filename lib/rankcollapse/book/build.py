@@ -19,6 +19,9 @@ from ..chapters import CHAPTERS
 from . import ledger, pages, papers
 from .records import compare, load, load_checked
 from .runner import REPO, build_dir
+from .sphinxext import STAGED_MARKER
+
+COSTS_MARKER = "<!-- rcbook:costs -->"  # in chapters/how-built.md and README.md
 
 
 def is_notebook_source(path: Path) -> bool:
@@ -138,6 +141,9 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
     if st.exists():
         shutil.rmtree(st)
     (st / "chapters").mkdir(parents=True)
+    # the book's Sphinx extension builds only a folder carrying this mark (a plain `jupyter-book build .` at
+    # the repository root stops at once, saying that rcbook builds the book)
+    (st / STAGED_MARKER).write_text("laid out by rankcollapse.book.build.stage(); built by `rcbook book`\n")
     labels: dict = {}
     staged = [c for c in CHAPTERS if only is None or c in only]
     shutil.copy(REPO / "_config.yml", st / "_config.yml")
@@ -166,6 +172,11 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
         if ledger.MARKER in text:
             text = text.replace(ledger.MARKER, ledger.table(bdir, profile, CHAPTERS, labels))
         intro.write_text(text)
+    how = st / "chapters" / "how-built.md"
+    if how.exists():  # the costs, read from data/costs/ now (the README carries the same table)
+        from .schedule import cost_table
+
+        how.write_text(how.read_text().replace(COSTS_MARKER, cost_table(REPO)))
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
     (st / "chapters" / "paper-numbers.md").write_text(papers.page(bdir, profile, staged))
     banner = pages.announcement(profile, staged)

@@ -1,10 +1,14 @@
-"""``rcbook``: list, run, check, record and build the chapters of the book.
+"""rcbook: list, run, check, record and build the chapters of the book.
 
     rcbook list [CHAPTER]                       chapters, parameters, defaults per profile
-    rcbook run CHAPTER|all [-p NAME VALUE]... [--profile P] [--device D] [--force] [-j N]
+    rcbook run CHAPTER|all [-p NAME VALUE]... [--profile P] [--device D] [--out DIR] [--force] [-j N] [-v]
     rcbook check [CHAPTER...] [--profile P]     compare results with data/expected/<profile>/
     rcbook record [CHAPTER...] [--profile P]    re-record results after a deliberate change
-    rcbook book [--profile P] [-j N]            run what changed, then build the HTML strictly
+    rcbook book [--profile P] [-j N] [-v]       run what changed, then build the HTML strictly
+
+A run whose parameters are the profile's own writes build/<profile>/<chapter>/, which the book and
+rcbook check read; any other run writes a folder of its own (build/reruns/..., or --out DIR) and says where.
+-j N is the number of cores the run may use (default: every core this process may use).
 
 Exit codes: 0 success, 1 a chapter failed / results mismatch / build failed, 2 bad input.
 """
@@ -77,6 +81,25 @@ def use_kernels(variant: str) -> None:
             os.environ[var] = os.path.join(os.path.abspath(os.environ[var]), f"kernels-{variant}")
 
 
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+JOBS_HELP = (
+    "cores the run may use: up to N chapters at once, and each chapter's training jobs on whatever cores "
+    "are free (default: the cores this process may use, here %(default)s)"
+)
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """Help with the description as written and every option's default (unless its text says it)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or action.option_strings == []:
+            return text
+        if "default" in text:
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
 def cmd_list(a) -> int:
     for name in _names(a.chapters):
         print(f"\n{name}")
@@ -102,14 +125,15 @@ def cmd_cell(a) -> int:
 
 
 def paper_guard(a, names) -> int | None:
-    """The paper profile expects a GPU: without one, say so and estimate the CPU time instead of starting."""
+    """The paper profile expects a GPU: without one, say so and estimate the time on one CPU core and on one
+    GPU (under :data:`estimates.GPU_ASSUMPTION`) instead of starting."""
     if a.profile != "paper" or a.device == "cuda" or getattr(a, "allow_cpu", False):
         return None
     import torch
 
     if torch.cuda.is_available():
         return None
-    from .estimates import paper_factor
+    from .estimates import GPU_ASSUMPTION, gpu_hours, paper_factor
     from .runner import expected_seconds, scratch_costs
 
     costs = scratch_costs("full")
@@ -124,13 +148,17 @@ def paper_guard(a, names) -> int | None:
         f, how = factor
         total += base * f
         src = "full CPU time from an empty store" if n in costs else "recorded full time"
-        lines.append(f"  {n:<20} ~{base * f / 3600:8.1f} h on one CPU core ({src} x {f:.3g}: {how})")
+        lines.append(
+            f"  {n:<20} ~{base * f / 3600:8.1f} h on one CPU core, {gpu_hours(base * f)} h on one GPU "
+            f"({src} x {f:.3g}: {how})"
+        )
     if missing:
         lines.append(f"  ({missing} chapter(s) without an estimate are not in the total)")
     print(
         "rcbook: the 'paper' profile runs the papers' own sizes and expects a CUDA GPU; "
         "none is available here.\n"
-        "Estimated CPU time instead:\n" + "\n".join(lines) + f"\n  total ~{total / 3600:.1f} h.\n"
+        "Estimated time instead:\n" + "\n".join(lines) + f"\n  total ~{total / 3600:.1f} h on one CPU core, "
+        f"{gpu_hours(total)} h on one GPU ({GPU_ASSUMPTION}).\n"
         "Run it on a GPU machine with --device cuda (bash make.sh paper), "
         "or add --allow-cpu to start anyway.",
         file=sys.stderr,
@@ -177,8 +205,32 @@ def use_scheduler(a) -> int | None:
     return None
 
 
+def run_folders(names: list[str], overrides: dict, profile: str, device: str, out: str | None) -> dict:
+    """chapter -> where its outputs go: ``--out DIR`` (``DIR/<chapter>`` for several chapters), else the
+    book's ``build/<profile>/<chapter>`` for a run with the profile's own parameters, else a folder named
+    from the chapter and its parameters (:func:`rankcollapse.book.runner.rerun_dir`): a rerun never replaces
+    what the book and ``rcbook check`` read."""
+    from .runner import build_dir, is_book_run, rerun_dir
+
+    folders = {}
+    for n in names:
+        if out:
+            folders[n] = Path(out).absolute() / (n if len(names) > 1 else "")
+        elif is_book_run(n, overrides, profile, device):
+            folders[n] = build_dir(profile) / n
+        else:
+            folders[n] = rerun_dir(n, overrides, profile, device)
+    book = {n: build_dir(profile) / n for n in names}
+    if out and any(folders[n].resolve() == book[n].resolve() for n in names):
+        raise ParameterError(
+            f"--out {out} is the book's own folder build/{profile}/: a run with --out never replaces the "
+            "book (run without --out to write it)"
+        )
+    return folders
+
+
 def cmd_run(a) -> int:
-    from .runner import run_many
+    from .runner import RUNNER_SET, run_many
 
     if (rc := use_scheduler(a)) is not None:
         return rc
@@ -186,19 +238,44 @@ def cmd_run(a) -> int:
     overrides = {}
     for name, value in a.param or []:
         overrides[name] = parse_cli_value(value)
+    if "workers" in overrides:
+        raise ParameterError(
+            f"parameter 'workers' is set by the runner, not with -p: use {RUNNER_SET['workers']}"
+        )
     names = _names([a.chapter])
     if (rc := paper_guard(a, names)) is not None:
         return rc
+    folders = run_folders(names, overrides, a.profile, a.device, a.out)
     if a.verbose:  # stream every cell's output and the chapter's progress lines as it runs
         logging.basicConfig(level=logging.INFO, format="%(message)s")
     outcomes = run_many(
-        names, overrides, a.profile, a.device, force=a.force, jobs=a.jobs, log_output=a.verbose
+        names,
+        overrides,
+        a.profile,
+        a.device,
+        force=a.force,
+        jobs=a.jobs,
+        log_output=a.verbose,
+        outs=folders,
+        progress=not a.verbose,
     )
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:
         print(o.message, file=sys.stderr)
     if not failed:
-        print(f"outputs in {outcomes[0].out.parent}/<chapter>/ (executed notebook, results.json, figures/)")
+        from .runner import build_dir
+
+        own = [o.out for o in outcomes if o.out != build_dir(a.profile) / o.chapter]
+        where = "\n".join(f"  {p}" for p in own) if own else f"  {build_dir(a.profile)}/<chapter>/"
+        print(
+            (
+                "outputs (a rerun's own folder: the book is unchanged):\n"
+                if own
+                else "outputs (the book's):\n"
+            )
+            + where
+            + "\n  each: the executed notebook, results.json, figures/, progress.log"
+        )
     return 1 if failed else 0
 
 
@@ -324,6 +401,22 @@ def cmd_costs(a) -> int:
     """Record what each chapter cost from an empty store (data/costs/<profile>.json), from a run log."""
     from .runner import build_dir, record_costs
 
+    if a.table:
+        from .schedule import cost_table, readme_with_costs
+
+        if a.readme:
+            from .runner import REPO
+
+            path = REPO / "README.md"
+            path.write_text(readme_with_costs(path.read_text(), cost_table()))
+            print(f"the cost table in {path} now reads data/costs/")
+        else:
+            print(cost_table())
+        return 0
+    if not a.how:
+        raise ParameterError(
+            "rcbook costs: --how is required to record (say how the run was made), or --table"
+        )
     src = Path(a.source) if a.source else build_dir(a.profile) / "last-run.json"
     print(f"recorded {src} -> {record_costs(a.profile, src, a.how)}")
     return 0
@@ -337,7 +430,11 @@ def cmd_book(a) -> int:
         return rc
     if (rc := use_scheduler(a)) is not None:
         return rc
-    outcomes = run_many(list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs)
+    if a.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+    outcomes = run_many(
+        list(CHAPTERS), {}, a.profile, a.device, jobs=a.jobs, log_output=a.verbose, progress=not a.verbose
+    )
     failed = [o for o in outcomes if o.status == "failed"]
     for o in failed:
         print(o.message, file=sys.stderr)
@@ -354,13 +451,23 @@ def cmd_book(a) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="rcbook",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.split("\n\nExit codes")[0],
+        epilog="Exit codes: 0 success, 1 a chapter failed / results mismatch / build failed, 2 bad input.",
+        formatter_class=Help,
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
+    _add = sub.add_parser
+    sub.add_parser = lambda *args, **kw: _add(
+        *args, formatter_class=Help, **kw
+    )  # every subcommand: defaults
 
     def common(p, device=True):
-        p.add_argument("--profile", default="full", choices=PROFILES)
+        p.add_argument(
+            "--profile",
+            default="full",
+            choices=PROFILES,
+            help="scale: smoke (minutes, CI), full (the book), paper (the papers' sizes, a GPU)",
+        )
         p.add_argument(
             "--kernels",
             default="native",
@@ -369,7 +476,13 @@ def parser() -> argparse.ArgumentParser:
             "native uses its own build root build/kernels-<variant>/",
         )
         if device:
-            p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+            p.add_argument(
+                "--device",
+                default="auto",
+                choices=("auto", "cpu", "cuda"),
+                help="auto: the CPU at smoke and full (their records were made on the CPU), a CUDA GPU at "
+                "paper when there is one",
+            )
             p.add_argument(
                 "--allow-cpu", action="store_true", help="run the paper profile even without a GPU"
             )
@@ -383,10 +496,28 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_cell)
     p = sub.add_parser("run", help="execute a chapter (or all) with papermill")
     p.add_argument("chapter")
-    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"))
+    p.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "VALUE"),
+        help="a chapter parameter (rcbook list CHAPTER shows them); profile, device, output_dir and workers "
+        "are set by the flags above",
+    )
     p.add_argument("--force", action="store_true", help="execute even if the cache is up to date")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="chapters run in parallel processes")
-    p.add_argument("-v", "--verbose", action="store_true", help="stream the chapter's output while it runs")
+    p.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write the outputs here (DIR/<chapter> for several chapters) instead of build/reruns/... "
+        "(a run with other parameters than the profile's) or build/<profile>/ (the book's own run)",
+    )
+    p.add_argument("-j", "--jobs", type=int, default=CORES, help=JOBS_HELP)
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="stream the chapter's cell output while it runs"
+    )
     scheduler_arg(p)
     common(p)
     p.set_defaults(fn=cmd_run)
@@ -420,10 +551,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--from", dest="source", default=None, help="the run log (default build/<profile>/last-run.json)"
     )
-    p.add_argument("--how", required=True, help="how that run was made: commit, empty store, machine")
+    p.add_argument("--how", default=None, help="how that run was made: commit, empty store, machine")
+    p.add_argument(
+        "--table",
+        action="store_true",
+        help="print the cost table of README.md (recorded, and simulated on 2, 4, 8, 16 cores) instead",
+    )
+    p.add_argument("--readme", action="store_true", help="with --table: write it into README.md")
     p.set_defaults(fn=cmd_costs)
     p = sub.add_parser("book", help="run changed chapters and build the HTML book")
-    p.add_argument("-j", "--jobs", type=int, default=1)
+    p.add_argument("-j", "--jobs", type=int, default=CORES, help=JOBS_HELP)
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="stream every chapter's cell output while it runs"
+    )
     scheduler_arg(p)
     common(p)
     p.set_defaults(fn=cmd_book)

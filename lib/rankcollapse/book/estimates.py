@@ -8,11 +8,27 @@ language model of Part III (its schema has the driver's parameters, :data:`rankc
 .DRIVER_PARAMS`), computed from the two profiles' parameters: the matmul FLOPs of one training step, times
 the steps of one driver and one branch, times the number of seeds (and of learning-rate multipliers where
 the chapter has them), paper over full. It counts FLOPs, not seconds: larger matrices run nearer the
-machine's peak, so on a CPU the real ratio is somewhat lower. Runner-side: no chapter's record or cache key
-depends on this module.
+machine's peak, so on a CPU the real ratio is somewhat lower. Beside each CPU estimate it prints the time on
+one GPU, the CPU time over :data:`GPU_VS_CPU_CORE` (a stated assumption: no GPU run of the book exists).
+Runner-side: no chapter's record or cache key depends on this module.
 """
 
 from __future__ import annotations
+
+# One GPU against one CPU core, as a ratio of sustained FLOP rates: an ASSUMPTION, not a measurement, since
+# no run of the book on a GPU exists. One core sustains about 30 GFLOP/s in the language model's training
+# step (measured: the step reaches 0.42-0.48 of torch.mm's rate, 72 GFLOP/s at the model's shapes, on an
+# AVX-512 host; README, bench/train_throughput.py). An H100/H200-class GPU peaks near 67 TFLOP/s in fp32
+# (the book's dtype; TF32 is off for matmuls by default), but at these small shapes (width 48-768, a few
+# thousand tokens a step, head sizes of 12-64, dozens of small kernels per layer, eager PyTorch) it is
+# bound by kernel launches and memory traffic and is taken to sustain about 3 TFLOP/s, some 5% of its
+# peak: 100 times one core. Chapters whose work is not large matmuls (SVDs, small loops) may gain less.
+GPU_VS_CPU_CORE = 100.0
+GPU_ASSUMPTION = (
+    f"assumption: an H100/H200-class GPU sustains {GPU_VS_CPU_CORE:g}x one CPU core's FLOP rate at these "
+    "small shapes (~3 TFLOP/s, ~5% of its fp32 peak, against ~30 GFLOP/s measured on one core); "
+    "no GPU run of the book exists to check it"
+)
 
 LM_KEYS = ("depth", "d_model", "ctx", "batch", "ramp_end", "tail_steps", "branch_steps", "seeds")
 
@@ -33,6 +49,17 @@ def lm_work(p: dict) -> float:
     steps = p["ramp_end"] + p["tail_steps"] + p["branch_steps"]
     runs = len(p["seeds"]) * len(p.get("multipliers") or [1])
     return lm_step_flops(p["depth"], p["d_model"], p["ctx"], p["batch"]) * steps * runs
+
+
+def gpu_seconds(cpu_seconds: float) -> float:
+    """The time on one GPU of work taking ``cpu_seconds`` on one CPU core, under :data:`GPU_ASSUMPTION`."""
+    return cpu_seconds / GPU_VS_CPU_CORE
+
+
+def gpu_hours(cpu_seconds: float) -> str:
+    """:func:`gpu_seconds` in hours, as printed: "~" and two decimals, or "<0.01"."""
+    h = gpu_seconds(cpu_seconds) / 3600
+    return f"~{h:.2f}" if h >= 0.01 else "<0.01"
 
 
 def paper_factor(name: str) -> tuple[float, str] | None:

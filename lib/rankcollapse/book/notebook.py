@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import __version__, store
+from .. import __version__, cores, store
 from ..chapters import schema as chapter_schema
 from . import kernels
 from .device import resolve_device  # noqa: F401  (used by Chapter; re-exported)
@@ -71,9 +71,11 @@ class Chapter:
 
     def __init__(self, name: str, params: dict):
         self.name = name
+        cores.hold()  # one core of the run's budget while the kernel computes (rankcollapse.cores)
         self.p = SimpleNamespace(**params)
         self.params = params
-        self.device = resolve_device(params["device"])
+        self.device = resolve_device(params["device"], params.get("profile"))
+        self.p.device = str(self.device)  # what `auto` became: the chapter's jobs train where tensors live
         out = params.get("output_dir") or os.path.join("_output", f"{name}-{params['profile']}")
         self.out = Path(out)
         self.fig_dir = self.out / "figures"

@@ -117,7 +117,12 @@ def common_params() -> list[Param]:
             choices=PROFILES,
         ),
         Param(
-            "device", "str", "where tensors live; auto picks cuda when available", "auto", choices=DEVICES
+            "device",
+            "str",
+            "where tensors live; auto: the CPU at smoke and full, whose records were made on the CPU; "
+            "a CUDA GPU at paper when there is one",
+            "auto",
+            choices=DEVICES,
         ),
         Param("seed", "int", "master random seed", 0, low=0, high=2**31 - 1),
         Param(

@@ -89,6 +89,12 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     return abs(a - b) <= atol + rtol * abs(a)
 
 
+# parameters that say where and how wide a run was, not what it computed: never compared with the record
+# (results do not depend on the number of training processes: tests/test_runner.py trains one stage with 1
+# and 3 workers)
+HOW_RUN = ("output_dir", "device", "workers")
+
+
 def compare(recorded: dict, now: dict) -> list[Row]:
     """Rows of (name, recorded, now, tolerance, ok) for every recorded value and verdict.
 
@@ -97,12 +103,10 @@ def compare(recorded: dict, now: dict) -> list[Row]:
     """
     rows: list[Row] = []
     rp, np_ = recorded.get("params", {}), now.get("params", {})
-    if {k: v for k, v in rp.items() if k not in ("output_dir", "device")} != {
-        k: v for k, v in np_.items() if k not in ("output_dir", "device")
+    if {k: v for k, v in rp.items() if k not in HOW_RUN} != {
+        k: v for k, v in np_.items() if k not in HOW_RUN
     }:
-        diff = sorted(
-            k for k in set(rp) | set(np_) if k not in ("output_dir", "device") and rp.get(k) != np_.get(k)
-        )
+        diff = sorted(k for k in set(rp) | set(np_) if k not in HOW_RUN and rp.get(k) != np_.get(k))
         rows.append(
             Row("params", {k: rp.get(k) for k in diff}, {k: np_.get(k) for k in diff}, "equal", False)
         )
@@ -401,8 +405,8 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
     run: a value it lacks (new since) takes its spread from the other variants alone."""
     names = list(variant_docs)
     for n, d in variant_docs.items():
-        if {k: v for k, v in d.get("params", {}).items() if k not in ("output_dir", "device")} != {
-            k: v for k, v in doc.get("params", {}).items() if k not in ("output_dir", "device")
+        if {k: v for k, v in d.get("params", {}).items() if k not in HOW_RUN} != {
+            k: v for k, v in doc.get("params", {}).items() if k not in HOW_RUN
         }:
             raise RecordError(f"variant '{n}' of chapter '{doc['chapter']}' ran with other parameters")
     for cid, v in doc.get("verdicts", {}).items():

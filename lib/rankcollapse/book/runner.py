@@ -7,6 +7,10 @@ Layout of a build (``build/<profile>/``)::
     build/<profile>/<chapter>/figures/*.png     every figure of the chapter
     build/<profile>/<chapter>/.cache_key        what the outputs were made from
     build/<profile>/<chapter>/.states.json      the stored states it consumed, with their content hashes
+    build/<profile>/jobs.log, steps.log         every training job's cost, every training step (last run)
+
+That folder is the book's: only a run with the profile's own parameters writes it. Any other run (rcbook run
+with -p, another device, --out) writes a folder of its own (:func:`rerun_dir`, ``build/reruns/...``).
 
 A chapter is executed again only when its cache key changes: the chapter
 source, the source of the library modules it imports (their import closure,
@@ -33,10 +37,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import store
+from .. import cores, store
 from ..chapters import CHAPTERS
 from ..chapters import module as chapter_module
 from ..chapters import schema as chapter_schema
+from ..jobs import CHAPTER_ENV, JOB_LOG_ENV, append_line
 from .device import resolve_device
 from .params import ParameterError
 
@@ -125,15 +130,29 @@ def kernel_env() -> None:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
 
+# parameters the runner sets itself, from its own flags: given with -p they would be ignored or overwritten
+RUNNER_SET = {
+    "profile": "--profile",
+    "device": "--device",
+    "output_dir": "--out DIR",
+    "workers": "-j/--jobs N (the cores of the whole run; each chapter's training pool takes what is free)",
+}
+# parameters that say how a chapter is run, not what it computes: never part of a cache key or a record check
+HOW_NOT_WHAT = ("output_dir", "workers")
+
+
 def prepare(name: str, overrides: dict, profile: str, device: str) -> tuple[dict, dict]:
     """Validate everything before any work. Returns (resolved params, papermill parameters)."""
     if name not in CHAPTERS:
         raise ParameterError(f"unknown chapter '{name}'; chapters: {', '.join(CHAPTERS)}")
     if not chapter_source(name).exists():
         raise ParameterError(f"chapter source {chapter_source(name)} is missing")
+    for k in overrides:
+        if k in RUNNER_SET and k != "workers":  # workers: refused by rcbook run (cli.py), kept for the API
+            raise ParameterError(f"parameter '{k}' is set by the runner, not with -p: use {RUNNER_SET[k]}")
     given = dict(overrides, profile=profile, device=device)
     resolved = chapter_schema(name).resolve(given)
-    resolve_device(resolved["device"])  # cuda asked for but absent -> error now
+    resolve_device(resolved["device"], resolved["profile"])  # cuda asked for but absent -> error now
     check = getattr(chapter_module(name), "validate", None)
     if check is not None:  # checks across parameters (and of files they name), before a kernel starts
         from types import SimpleNamespace
@@ -156,8 +175,8 @@ def cache_key(name: str, resolved: dict) -> str:
     h = hashlib.sha256()
     h.update(chapter_source(name).read_bytes())
     h.update(store.chapter_code_hash(name).encode())
-    p = {k: v for k, v in resolved.items() if k != "output_dir"}
-    p["device"] = str(resolve_device(p["device"]))
+    p = {k: v for k, v in resolved.items() if k not in HOW_NOT_WHAT}
+    p["device"] = str(resolve_device(p["device"], p.get("profile")))
     h.update(json.dumps(p, sort_keys=True).encode())
     return h.hexdigest()
 
@@ -178,10 +197,19 @@ def run_chapter(
     force: bool = False,
     root: Path | None = None,
     log_output: bool = False,
+    out: Path | None = None,
 ) -> RunOutcome:
-    """Run one chapter (or reuse its cached outputs). Raises ParameterError before any work on bad input."""
+    """Run one chapter (or reuse its cached outputs) into ``out`` (default ``build/<profile>/<name>``).
+    Raises ParameterError before any work on bad input."""
     resolved, pm = prepare(name, overrides or {}, profile, device)
-    out = build_dir(profile, root) / name
+    out = Path(out) if out is not None else build_dir(profile, root) / name
+    writable(out)
+    if (
+        "workers" in resolved
+    ):  # the training pool may be as wide as the run's core budget (rankcollapse.cores)
+        b = cores.budget()
+        if b is not None:
+            resolved["workers"] = pm["workers"] = b[1]
     key = cache_key(name, resolved)
     why = "forced (--force)"
     if not force and (why := stale_reason(out, key)) is None:
@@ -191,6 +219,54 @@ def run_chapter(
         if not force and (why := stale_reason(out, key)) is None:  # made by a concurrent run meanwhile
             return RunOutcome(name, "cached", 0.0, out)
         return _execute(name, resolved, pm, out, key, log_output, why)
+
+
+def writable(out: Path) -> None:
+    """A named error, before any work, when the outputs cannot be written under ``out``: the nearest folder
+    that exists on its path must be a folder this user may write into."""
+    p = Path(out).absolute()
+    while not p.exists():
+        if p.parent == p:
+            break
+        p = p.parent
+    if p.exists() and not p.is_dir():
+        raise ParameterError(f"the output folder {out} cannot be made: {p} is a file, not a folder")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise ParameterError(
+            f"the output folder {out} cannot be written: {p} is not writable by this user "
+            "(choose another with --out DIR, or another build root with $RCBOOK_BUILD)"
+        )
+
+
+def is_book_run(name: str, overrides: dict, profile: str, device: str) -> bool:
+    """Whether a run is the book's own: every parameter at the profile's value and the device the profile
+    picks by itself. Only such a run may write ``build/<profile>/<name>/``, which ``rcbook book`` and
+    ``rcbook check`` read."""
+    resolved = prepare(name, overrides, profile, device)[0]
+    default = prepare(name, {}, profile, "auto")[0]
+    same = all(resolved[k] == default[k] for k in resolved if k not in HOW_NOT_WHAT + ("device",))
+    return same and str(resolve_device(resolved["device"], profile)) == str(resolve_device("auto", profile))
+
+
+def rerun_dir(name: str, overrides: dict, profile: str, device: str, root: Path | None = None) -> Path:
+    """The folder of a run that is not the book's own (:func:`is_book_run`), named from the chapter, the
+    profile and the parameters that differ: ``build/reruns/<chapter>-<profile>-<name=value>...-<hash>/``,
+    beside (never inside) the book's ``build/<profile>/``."""
+    import re
+
+    resolved = prepare(name, overrides, profile, device)[0]
+    default = prepare(name, {}, profile, "auto")[0]
+    diff = {k: resolved[k] for k in sorted(resolved) if k not in HOW_NOT_WHAT and resolved[k] != default[k]}
+    dev = str(resolve_device(resolved["device"], profile))
+    if dev == str(resolve_device("auto", profile)):
+        diff.pop("device", None)
+    else:
+        diff["device"] = dev
+    text = "-".join(f"{k}={v}" for k, v in diff.items())
+    slug = re.sub(r"[^A-Za-z0-9=.,_-]+", "", text.replace(" ", ""))[:80]
+    h = hashlib.sha256(json.dumps(diff, sort_keys=True).encode()).hexdigest()[:8]
+    base = Path(root or os.environ.get("RCBOOK_BUILD") or REPO / "build")
+    return base / "reruns" / f"{name}-{profile}-{slug}-{h}"
 
 
 def stale_reason(out: Path, key: str) -> str | None:
@@ -239,6 +315,8 @@ def _execute(
         pm["output_dir"] = "."  # the kernel runs in the temporary folder, which becomes `out`
         states_log = tmp / ".states.log"  # every stored state the kernel and its workers read or write
         os.environ[store.STATES_LOG] = str(states_log)
+        os.environ[CHAPTER_ENV] = name  # names the chapter in the job log (rankcollapse.jobs)
+        t_wall0 = time.time()
         _CellTracker.running = False
         try:
             pm_.execute_notebook(
@@ -256,6 +334,12 @@ def _execute(
             )
         finally:
             os.environ.pop(store.STATES_LOG, None)
+            os.environ.pop(CHAPTER_ENV, None)
+        if os.environ.get(JOB_LOG_ENV):  # where the chapter's serial time lies around its stages
+            append_line(
+                os.environ[JOB_LOG_ENV],
+                {"chapter": name, "kind": "chapter", "t0": t_wall0, "t1": time.time()},
+            )
         src.unlink()
         if not (tmp / "results.json").exists():
             raise RuntimeError(
@@ -386,79 +470,140 @@ def run_many(
     root: Path | None = None,
     echo=print,
     log_output: bool = False,
+    outs: dict[str, Path] | None = None,
+    progress: bool = True,
 ) -> list[RunOutcome]:
     """Run several chapters (validated first, all of them), in parallel processes when ``jobs > 1``.
 
-    In parallel, ``jobs`` is a budget of cores, not of chapters: a chapter takes as many cores as it starts
-    training workers (its ``workers`` parameter, at most ``jobs``; one otherwise), a chapter starts only
-    when its cores are free, and the longest chapters (by their recorded wall time; a chapter never timed
-    counts as longest) start first, so the critical path begins at once and no core is oversubscribed."""
-    resolved = {n: prepare(n, overrides, profile, device)[0] for n in names}  # all checked before any runs
+    ``jobs`` is a budget of cores (:mod:`rankcollapse.cores`): up to ``jobs`` chapters run at once, the
+    longest first (by what they cost from an empty store, ``data/costs/<profile>.json``; a chapter never
+    timed counts as longest), so the critical path begins at once; a chapter's kernel and each of its
+    training jobs hold one core while they compute, and a chapter's training pool may be as wide as the
+    budget, so cores left idle by one chapter serve another, and no more than ``jobs`` processes compute at
+    once. ``outs``: chapter -> output folder (default ``build/<profile>/<chapter>``). ``progress``: show
+    live progress (:class:`rankcollapse.book.progress.Progress`)."""
+    from .progress import Progress
+
+    for n in names:  # all checked before any runs
+        prepare(n, overrides, profile, device)
+    outs = {n: Path((outs or {}).get(n) or build_dir(profile, root) / n) for n in names}
+    for n in names:
+        writable(outs[n])
     total, outcomes = len(names), []
+    jobs = max(1, jobs)
     t_start = time.perf_counter()
-    ledger = start_step_ledger(build_dir(profile, root)) if total > 1 else None
+    book_run = all(outs[n] == build_dir(profile, root) / n for n in names)
+    log_dir = build_dir(profile, root) if book_run else outs[names[0]].parent
+    ledger = start_step_ledger(log_dir) if total > 1 else None
+    if total > 1:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / JOB_LOG).write_text("")
+        os.environ[JOB_LOG_ENV] = str(log_dir / JOB_LOG)
+    slots = Path(tempfile.mkdtemp(prefix=".cores-", dir=_mkdir(log_dir)))
+    cores.setup(slots, jobs)
+    show = Progress(
+        outs,
+        {n: expected_seconds(n, profile) for n in names},
+        jobs,
+        profile,
+        live=None if progress else False,
+    )
+    if not progress:
+        show.poll = lambda: None  # no stage lines either
 
     def report(i, o):
         extra = f" -- {o.message}" if o.message else ""
         cpu = f" (cpu {o.cpu_seconds:7.1f} s)" if o.status == "ran" else ""
-        echo(f"[{i}/{total}] {o.chapter:<20} {profile:<6} {o.status:<7} {o.seconds:7.1f} s{cpu}{extra}")
+        show.end(
+            o.chapter,
+            o.status,
+            f"[{i}/{total}] {o.chapter:<20} {profile:<6} {o.status:<7} {o.seconds:7.1f} s{cpu}{extra}",
+        )
 
     echo(
-        f"running {total} chapter(s) at profile '{profile}'"
-        + (f" with {jobs} processes" if jobs > 1 else "")
+        f"running {total} chapter(s) at profile '{profile}' on {jobs} core(s)"
+        + (f", {min(jobs, total)} chapter(s) at once" if jobs > 1 and total > 1 else "")
     )
-    if jobs <= 1:
-        for i, n in enumerate(names, 1):
-            o = run_chapter(n, overrides, profile, device, force, root, log_output)
-            outcomes.append(o)
-            report(i, o)
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-        ex = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker
-        )
-        queue = schedule(names, resolved, profile, jobs)
-        running: dict = {}  # future -> (chapter, cores)
-        free = jobs
-        try:
-            while queue or running:
-                for n, cores in list(queue):  # the longest waiting chapter whose cores are free
-                    if cores <= free:
-                        args = (n, overrides, profile, device, force, root, log_output)
-                        running[ex.submit(_run_star, args)] = (n, cores)
-                        queue.remove((n, cores))
-                        free -= cores
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for f in done:
-                    free += running.pop(f)[1]
-                    o = f.result()
+    try:
+        with show:
+            if jobs <= 1 or total == 1:
+                for i, n in enumerate(names, 1):
+                    show.start(n)
+                    o = run_chapter(n, overrides, profile, device, force, root, log_output, outs[n])
                     outcomes.append(o)
-                    report(len(outcomes), o)
-        except BaseException:
-            # interrupted (Ctrl-C, SIGTERM) or failed: every chapter process cleans up now and ends (none
-            # takes the next chapter); one still alive after a grace period is killed
-            procs = list((getattr(ex, "_processes", None) or {}).values())
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
-            ex.shutdown(wait=False, cancel_futures=True)
-            deadline = time.monotonic() + 20
-            for proc in procs:
-                proc.join(max(0.1, deadline - time.monotonic()))
-                if proc.is_alive():
-                    proc.kill()
-            raise
-        ex.shutdown(wait=True)
+                    report(i, o)
+            else:
+                _run_parallel_chapters(
+                    names,
+                    overrides,
+                    profile,
+                    device,
+                    force,
+                    root,
+                    log_output,
+                    outs,
+                    jobs,
+                    show,
+                    outcomes,
+                    report,
+                )
+    finally:
+        shutil.rmtree(slots, ignore_errors=True)
     if total > 1 and any(o.status == "ran" for o in outcomes):  # an all-cached run says nothing of cores
-        write_run_log(
-            build_dir(profile, root), outcomes, max(1, jobs), time.perf_counter() - t_start, ledger
-        )
+        write_run_log(log_dir, outcomes, jobs, time.perf_counter() - t_start, ledger)
     return outcomes
 
 
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _run_parallel_chapters(
+    names, overrides, profile, device, force, root, log_output, outs, jobs, show, outcomes, report
+) -> None:
+    """Up to ``jobs`` chapters at once in spawned processes, the longest first."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    seats = min(jobs, len(names))
+    ex = ProcessPoolExecutor(
+        max_workers=seats, mp_context=mp.get_context("spawn"), initializer=_init_pool_worker
+    )
+    queue = schedule(names, profile)
+    running: dict = {}  # future -> chapter
+    try:
+        while queue or running:
+            while queue and len(running) < seats:
+                n = queue.pop(0)
+                args = (n, overrides, profile, device, force, root, log_output, outs[n])
+                running[ex.submit(_run_star, args)] = n
+                show.start(n)
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                running.pop(f)
+                o = f.result()
+                outcomes.append(o)
+                report(len(outcomes), o)
+    except BaseException:
+        # interrupted (Ctrl-C, SIGTERM) or failed: every chapter process cleans up now and ends (none
+        # takes the next chapter); one still alive after a grace period is killed
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + 20
+        for proc in procs:
+            proc.join(max(0.1, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+        raise
+    ex.shutdown(wait=True)
+
+
 RUN_LOG = "last-run.json"
+JOB_LOG = "jobs.log"  # every training job's cost (rankcollapse.jobs), read by rcbook costs
 STEP_LEDGER = "steps.log"
 
 
@@ -504,11 +649,6 @@ def write_run_log(
     return path
 
 
-def cores_of(resolved: dict, jobs: int) -> int:
-    """Cores a chapter occupies while it runs: its training workers (``workers``), at most ``jobs``."""
-    return max(1, min(int(resolved.get("workers") or 1), jobs))
-
-
 def costs_path(profile: str) -> Path:
     """``data/costs/<profile>.json``: what each chapter cost when it trained everything it needs from an
     empty store (:func:`record_costs`)."""
@@ -516,17 +656,24 @@ def costs_path(profile: str) -> Path:
 
 
 def scratch_costs(profile: str) -> dict:
-    """{chapter: {"wall_s", "cpu_s"}} from :func:`costs_path`, or {} when none is recorded."""
+    """{chapter: {"wall_s", "cpu_s"[, "segments"]}} from :func:`costs_path`, or {} when none is recorded
+    (``segments``: see :mod:`rankcollapse.book.schedule`)."""
     try:
         return dict(json.loads(costs_path(profile).read_text())["chapters"])
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
 
-def record_costs(profile: str, last_run: Path, how: str) -> Path:
+def record_costs(profile: str, last_run: Path, how: str, job_log: Path | None = None) -> Path:
     """Write :func:`costs_path` from a multi-chapter run's ``last-run.json`` (:func:`write_run_log`), with
     ``how`` saying how it was made (commit, empty store, machine). Every chapter of that run must have run:
-    a cached one says nothing about its cost. Raises :class:`ParameterError` before writing anything."""
+    a cached one says nothing about its cost. Raises :class:`ParameterError` before writing anything.
+
+    The run's job log (``job_log``, default ``jobs.log`` beside the run log; :mod:`rankcollapse.jobs`), when
+    it names the run's chapters, adds each chapter's ``segments`` (serial CPU time and stages of job CPU
+    times, in time order: :func:`rankcollapse.book.schedule.fold_job_log`), which
+    :func:`rankcollapse.book.schedule.simulate` replays on other numbers of cores. Without one no chapter
+    gets segments."""
     if not how.strip():
         raise ParameterError("parameter 'how' is empty: say how the run was made (commit, store, machine)")
     try:
@@ -540,13 +687,23 @@ def record_costs(profile: str, last_run: Path, how: str) -> Path:
             f"chapters {', '.join(cached)} did not run in '{last_run}' (cached or failed): a run log "
             "records costs only when every chapter ran, from an empty store"
         )
+    from .schedule import JobLogMismatch, fold_job_log, read_job_log
+
+    job_log = Path(job_log) if job_log is not None else Path(last_run).parent / JOB_LOG
+    try:
+        segments = fold_job_log(read_job_log(job_log), chapters)
+    except JobLogMismatch as e:
+        raise ParameterError(f"'{job_log}' does not belong to the run of '{last_run}': {e}") from None
     out = {
         "how": how,
         "cores": doc.get("cores"),
         "wall_s": doc.get("wall_s"),
         "steps_trained": doc.get("steps_trained"),
         "steps_unique": doc.get("steps_unique"),
-        "chapters": {n: {"wall_s": c["wall_s"], "cpu_s": c["cpu_s"]} for n, c in chapters.items()},
+        "chapters": {
+            n: {"wall_s": c["wall_s"], "cpu_s": c["cpu_s"]} | ({"segments": segments[n]} if segments else {})
+            for n, c in chapters.items()
+        },
     }
     path = costs_path(profile)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -570,10 +727,9 @@ def expected_seconds(name: str, profile: str) -> float:
         return float("inf")
 
 
-def schedule(names: list[str], resolved: dict, profile: str, jobs: int) -> list[tuple[str, int]]:
-    """(chapter, cores) in starting order: longest expected first (ties in the order given)."""
-    order = sorted(names, key=lambda n: -expected_seconds(n, profile))
-    return [(n, cores_of(resolved[n], jobs)) for n in order]
+def schedule(names: list[str], profile: str) -> list[str]:
+    """Chapters in starting order: the longest expected first (ties in the order given)."""
+    return sorted(names, key=lambda n: -expected_seconds(n, profile))
 
 
 def _init_pool_worker() -> None:

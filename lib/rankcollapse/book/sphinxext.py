@@ -6,13 +6,53 @@ Jupyter Book 1 with sphinx-thebe emits the ``const THEBE_JS_URL = ...`` script t
 raises a JavaScript error in the browser ("Identifier 'THEBE_JS_URL' has already been declared").
 The browser test fails on any page error. It also adds the book's stylesheet (``static/rcbook.css``: code
 cells and tables wrap, so no page scrolls sideways at 1280 px).
+
+It also stops a build of anything but a staging folder: ``jupyter-book build .`` at the repository root
+would read the Jupytext sources, which are never executed by the book (papermill executes them first,
+``rcbook run``), and every file under the root. :func:`rankcollapse.book.build.stage` writes
+:data:`STAGED_MARKER` into the folder it lays out (``build/<profile>/_book``); a source folder without it
+stops the build at once, before any page is read, with one line saying that ``rcbook book`` builds it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 STATIC = Path(__file__).with_name("static")
+STAGED_MARKER = ".rcbook-staged"  # written by build.stage() into the staging folder
+NOT_STAGED = (
+    "this book is built by `rcbook book` (bash make.sh book): its chapters are executed by papermill first"
+)
+
+
+def is_staged(srcdir) -> bool:
+    """Whether ``srcdir`` is a staging folder laid out by :func:`rankcollapse.book.build.stage`."""
+    return (Path(srcdir) / STAGED_MARKER).is_file()
+
+
+def _remove_empty_dirs(top: Path) -> None:
+    """Remove ``top`` and the folders under it that are empty (what Sphinx made before the extension was
+    loaded); a folder holding any file is left as it is."""
+    if not top.is_dir():
+        return
+    for d, _, _ in sorted(os.walk(top), key=lambda t: -len(t[0])):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def refuse_unstaged(app) -> None:
+    """Exit with :data:`NOT_STAGED` (one line on stderr, exit status 1) when Sphinx's source folder is not a
+    staging folder, removing the empty output folders Sphinx made under it before loading this extension."""
+    if is_staged(app.srcdir):
+        return
+    out = Path(app.outdir).resolve()
+    src = Path(app.srcdir).resolve()
+    if out.is_relative_to(src / "_build"):
+        _remove_empty_dirs(src / "_build")
+    raise SystemExit(NOT_STAGED)
 
 
 def _static_path(app):
@@ -46,6 +86,7 @@ def _maths_everywhere(app, env):
 
 
 def setup(app):
+    refuse_unstaged(app)  # before anything is read (SystemExit: Jupyter Book prints no traceback for it)
     app.connect("builder-inited", _static_path)
     app.add_css_file("rcbook.css")
     app.connect("env-updated", _maths_everywhere)

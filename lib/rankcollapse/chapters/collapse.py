@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from ..book.params import Param, Schema
+from ..book.params import Param, ParameterError, Schema
 from ..core import bounds as B
 from ..core.san import SAN, SANConfig, random_tokens
 from ..core.trajectory import (
@@ -182,14 +182,31 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def _check_heads(widths, heads):
-    from ..book.params import ParameterError
-
+    """Every head count divides every width: a curve's heads are d / H wide (d_qk = d_v = d / H)."""
     for d in widths:
         for H in heads:
-            if d // H < 1:
+            if d % H:
                 raise ParameterError(
-                    f"parameter 'heads' = {H} is not allowed with width {d}: d // H must be >= 1"
+                    f"parameters 'widths' = {list(widths)} and 'heads' = {list(heads)}: every width must be "
+                    f"divisible by every head count (d_qk = d_v = d / H; {d} % {H} != 0)"
                 )
+
+
+def validate(p) -> None:
+    """Checks across parameters, before any work (the runner calls it before a kernel starts)."""
+    _check_heads(p.widths, p.heads)
+    if p.phase_d % p.phase_heads:
+        raise ParameterError(
+            f"parameters 'phase_d' = {p.phase_d} and 'phase_heads' = {p.phase_heads}: phase_d must be "
+            f"divisible by phase_heads (the phase diagram's d_v = phase_d / phase_heads; "
+            f"{p.phase_d} % {p.phase_heads} != 0)"
+        )
+    for name in ("phase_dqk", "phase_scales"):
+        v = getattr(p, name)
+        if len(set(v)) != len(v):
+            raise ParameterError(
+                f"parameter '{name}' = {v} repeats a value (the phase diagram has one column per value)"
+            )
 
 
 # -- the certificate: one gamma fitted on calibration inputs ---------------------------------------

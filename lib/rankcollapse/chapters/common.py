@@ -94,7 +94,15 @@ DRIVER_PARAMS = [
         "settle_steps", "int", "a collapse is settled this many steps after the first crossing", 100, low=0
     ),
     Param("window", "int", "measurements in the settling median", 10, low=1, high=1000),
-    Param("workers", "int", "parallel processes (one thread each) for independent runs", 2, low=1, high=64),
+    Param(
+        "workers",
+        "int",
+        "parallel processes (one thread each) for independent runs; results do not depend on it (rcbook "
+        "sets it from -j, the run's cores)",
+        2,
+        low=1,
+        high=64,
+    ),
     # the training engine is part of every run's spec (another engine, other round-off). smoke stays eager:
     # compiling costs ~40 s per process on a cold cache, more than a smoke run's training saves
     Param(
@@ -111,16 +119,34 @@ def validate_driver(p) -> None:
     """Checks across the driver parameters, before any work."""
     if p.ramp_end <= p.ramp_start:
         raise ParameterError(
-            f"parameter 'ramp_end' = {p.ramp_end} must be larger than 'ramp_start' = {p.ramp_start}"
+            f"parameters 'ramp_end' = {p.ramp_end} and 'ramp_start' = {p.ramp_start}: ramp_end must be "
+            "larger than ramp_start"
         )
-    for name in ("ramp_start", "ramp_end", "tail_steps", "branch_steps"):
+    for name in ("ramp_start", "ramp_end", "tail_steps", "branch_steps", "settle_steps"):
         if getattr(p, name) % 10:
             raise ParameterError(
                 f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
                 "(the measurement interval)"
             )
     if p.d_model % p.heads:
-        raise ParameterError(f"parameter 'd_model' = {p.d_model} must be divisible by 'heads' = {p.heads}")
+        raise ParameterError(
+            f"parameters 'd_model' = {p.d_model} and 'heads' = {p.heads}: d_model must be divisible by "
+            f"heads ({p.d_model} % {p.heads} != 0)"
+        )
+    if p.ramp_start + p.settle_steps > p.ramp_end + p.tail_steps:
+        # the detector is armed at ramp_start and settles settle_steps after a crossing, within the driver's
+        # ramp_end + tail_steps steps
+        raise ParameterError(
+            f"parameters 'ramp_start' = {p.ramp_start}, 'settle_steps' = {p.settle_steps}, 'ramp_end' = "
+            f"{p.ramp_end} and 'tail_steps' = {p.tail_steps}: no collapse could settle within the driver "
+            f"(ramp_start + settle_steps = {p.ramp_start + p.settle_steps} must be at most ramp_end + "
+            f"tail_steps = {p.ramp_end + p.tail_steps}, the driver's last step)"
+        )
+    if len(set(p.seeds)) != len(p.seeds):
+        raise ParameterError(
+            f"parameter 'seeds' = {p.seeds} repeats a seed (one driver and one healthy network per seed: a "
+            "repeated one would be counted twice)"
+        )
 
 
 RECOVERY_PARAMS = [

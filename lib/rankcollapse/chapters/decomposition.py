@@ -12,7 +12,7 @@ import time
 import numpy as np
 import torch
 
-from ..book.params import Param, Schema
+from ..book.params import Param, ParameterError, Schema
 from ..core.metrics import res
 from ..core.paths import length_components, path_length_distribution, path_sum_naive
 from ..core.san import SAN, SANConfig, random_tokens
@@ -142,6 +142,35 @@ ARCHITECTURES = [
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def validate(p) -> None:
+    """Checks across parameters, before any work (the runner calls it before a kernel starts)."""
+    small = [H for H in p.recon_heads if p.d_model // H < 1]
+    if small:
+        raise ParameterError(
+            f"parameters 'd_model' = {p.d_model} and 'recon_heads' = {p.recon_heads}: every head count "
+            f"must be at most d_model (each head's d_qk = d_v = d_model // H must be >= 1; "
+            f"{p.d_model} // {small[0]} = 0)"
+        )
+    if p.big_d % p.big_heads:
+        raise ParameterError(
+            f"parameters 'big_d' = {p.big_d} and 'big_heads' = {p.big_heads}: big_d must be divisible by "
+            f"big_heads (d_qk = d_v = big_d / big_heads; {p.big_d} % {p.big_heads} != 0)"
+        )
+    fewest = min(p.recon_heads) ** min(p.recon_layers)
+    if fewest > p.max_paths:
+        raise ParameterError(
+            f"parameters 'recon_heads' = {p.recon_heads}, 'recon_layers' = {p.recon_layers} and "
+            f"'max_paths' = {p.max_paths}: no configuration would be enumerated (the smallest has H^L = "
+            f"{fewest} paths > max_paths)"
+        )
+    tags = [f"{s:g}" for s in p.share_scales]
+    if len(set(tags)) != len(tags):
+        raise ParameterError(
+            f"parameter 'share_scales' = {p.share_scales} repeats a scale (as printed, {tags}): each "
+            "scale's values are recorded under its name"
+        )
+
+
 def rel_fro(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.linalg.matrix_norm(a - b) / torch.linalg.matrix_norm(b))
 
@@ -159,7 +188,8 @@ def reconstruction(layers, heads, n, d, scale, max_paths, seed, device, log=prin
                 count = (H + 1) ** L if skip else H**L
                 if count > max_paths:
                     continue
-                cfg = SANConfig(L, H, d, skip=skip, weight_scale=scale)
+                # each head d // H wide (H need not divide d; validate() keeps it >= 1)
+                cfg = SANConfig(L, H, d, d_qk=d // H, d_v=d // H, skip=skip, weight_scale=scale)
                 for dname, dt in DTYPES.items():
                     san = SAN.random(cfg, seed, dtype=dt, device=device)
                     X = random_tokens(n, d, seed + 1, dtype=dt, device=device)

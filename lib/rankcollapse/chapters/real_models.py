@@ -9,7 +9,9 @@ are the real transformers classes; the four variants come from
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import warnings
 
 import numpy as np
@@ -158,7 +160,8 @@ SCHEMA = Schema(
         Param(
             "workers",
             "int",
-            "processes (one thread each) the models are spread over; results do not depend on it",
+            "processes (one thread each) the models are spread over; results do not depend on it (rcbook "
+            "sets it from -j, the run's cores)",
             {"smoke": 1, "full": 2, "paper": 1},
             low=1,
             high=64,
@@ -195,12 +198,13 @@ def validate(p) -> dict:
     work."""
     if p.init_hidden % p.init_heads:
         raise ParameterError(
-            f"parameter 'init_heads' = {p.init_heads} is not allowed: it must divide "
-            f"init_hidden = {p.init_hidden}"
+            f"parameters 'init_heads' = {p.init_heads} and 'init_hidden' = {p.init_hidden}: init_heads must "
+            f"divide init_hidden ({p.init_hidden} % {p.init_heads} != 0)"
         )
     if p.q2_seq > p.n_seq:
         raise ParameterError(
-            f"parameter 'q2_seq' = {p.q2_seq} is not allowed: it must be <= n_seq = {p.n_seq}"
+            f"parameters 'q2_seq' = {p.q2_seq} and 'n_seq' = {p.n_seq}: q2_seq must be at most n_seq (Q2 "
+            "reads the first q2_seq of the n_seq sequences)"
         )
     if len(set(p.architectures)) != len(p.architectures):
         raise ParameterError(f"parameter 'architectures' = {p.architectures!r} repeats an architecture")
@@ -208,8 +212,8 @@ def validate(p) -> dict:
         raise ParameterError(f"parameter 'train_seeds' = {p.train_seeds!r} repeats a seed")
     if p.train_hidden % p.train_heads:
         raise ParameterError(
-            f"parameter 'train_heads' = {p.train_heads} is not allowed: it must divide "
-            f"train_hidden = {p.train_hidden}"
+            f"parameters 'train_heads' = {p.train_heads} and 'train_hidden' = {p.train_hidden}: train_heads "
+            f"must divide train_hidden ({p.train_hidden} % {p.train_heads} != 0)"
         )
     try:
         train_specs(p)  # every field of every checkpoint to train, checked now
@@ -221,9 +225,102 @@ def validate(p) -> dict:
         # into the page; the chapter shows no progress bars
         warnings.filterwarnings("ignore", message="IProgress not found")
         for arch, name in model_params(p).items():
-            out[arch] = hm.check_checkpoint(f"model_{arch}", name, arch)
+            check_checkpoint_folder(f"model_{arch}", name)
+            try:
+                out[arch] = hm.check_checkpoint(f"model_{arch}", name, arch)
+            except hm.CheckpointError:
+                parent = os.path.dirname(name)
+                if parent and os.path.isdir(parent) and not os.path.isdir(name):
+                    # "org/model" or a relative path whose folder is missing: say which folder is not there
+                    raise ParameterError(
+                        f"parameter 'model_{arch}' = {name!r}: no such folder {os.path.abspath(name)} "
+                        "(and no model of that name in the Hugging Face cache)"
+                    ) from None
+                raise
+            if arch in p.architectures and out[arch] is not None:
+                check_context(f"model_{arch}", name, p.n_tokens)
         hm.packaged_path()  # the BERT tokenizer for models without their own comes from the MiniLM package
     return out
+
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
+
+
+def check_checkpoint_folder(param: str, name: str) -> None:
+    """A checkpoint parameter that names a local path: the folder exists, holds a ``config.json`` that is a
+    JSON object transformers can read, and model weights. Raises :class:`ParameterError` naming the path and
+    what is wrong with it, never "cannot be loaded offline" (``hm.check_checkpoint`` then checks its
+    architecture; a hub name, neither a folder here nor shaped like a path, is left to it)."""
+    if name in (hm.NONE, hm.PACKAGED):
+        return
+    looks_like_path = name.startswith((os.path.sep, ".", "~")) or name.count("/") > 1
+    if not os.path.isdir(name):
+        if os.path.exists(name):
+            raise ParameterError(
+                f"parameter '{param}' = {name!r}: {os.path.abspath(name)} is a file, not a checkpoint "
+                "folder (a folder with config.json and model weights, e.g. saved with "
+                "model.save_pretrained(folder))"
+            )
+        if name.startswith("~") and os.path.isdir(os.path.expanduser(name)):
+            raise ParameterError(
+                f"parameter '{param}' = {name!r}: '~' is not expanded here; give the folder as "
+                f"{os.path.expanduser(name)!r}"
+            )
+        if looks_like_path:
+            raise ParameterError(
+                f"parameter '{param}' = {name!r}: no such folder {os.path.abspath(name)} (a checkpoint "
+                "folder holds config.json and model weights)"
+            )
+        return
+    cfg = os.path.join(name, "config.json")
+    if not os.path.isfile(cfg):
+        raise ParameterError(
+            f"parameter '{param}' = {name!r}: folder {os.path.abspath(name)} has no config.json (a "
+            "checkpoint folder holds config.json and model weights, e.g. saved with "
+            "model.save_pretrained(folder))"
+        )
+    try:
+        with open(cfg, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (ValueError, OSError) as e:  # JSONDecodeError, UnicodeDecodeError, unreadable
+        raise ParameterError(
+            f"parameter '{param}' = {name!r}: {os.path.abspath(cfg)} is not valid JSON ({e})"
+        ) from None
+    if not isinstance(doc, dict):
+        raise ParameterError(
+            f"parameter '{param}' = {name!r}: {os.path.abspath(cfg)} is not a JSON object (it holds a "
+            f"{type(doc).__name__})"
+        )
+    if not any(os.path.isfile(os.path.join(name, w)) for w in WEIGHT_FILES):
+        raise ParameterError(
+            f"parameter '{param}' = {name!r}: folder {os.path.abspath(name)} has no model weights (one of "
+            f"{', '.join(WEIGHT_FILES)})"
+        )
+    hm._quiet()
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name, local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - whatever transformers makes of the folder's config, named
+        why = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ParameterError(
+            f"parameter '{param}' = {name!r}: transformers cannot read the config of folder "
+            f"{os.path.abspath(name)} ({type(e).__name__}{': ' + why if why else ''})"
+        ) from None
+
+
+def check_context(param: str, name: str, n_tokens: int) -> None:
+    """``n_tokens`` fits the position table of the checkpoint ``name`` (BERT, ALBERT: absolute positions,
+    ``max_position_embeddings``; XLNet's are relative, without a limit)."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(hm.checkpoint_path(name), local_files_only=True)
+    limit = getattr(cfg, "max_position_embeddings", None)
+    if cfg.model_type != "xlnet" and limit is not None and n_tokens > limit:
+        raise ParameterError(
+            f"parameters 'n_tokens' = {n_tokens} and '{param}' = {name!r}: the checkpoint has "
+            f"{limit} positions (max_position_embeddings), so n_tokens must be at most {limit}"
+        )
 
 
 def text_info() -> dict:
@@ -405,6 +502,14 @@ def compute_model(spec, params: dict, device: str = "cpu") -> dict:
     }
 
 
+def _compute_on_a_core(spec, params: dict, dev: str) -> dict:
+    """:func:`compute_model` in a worker, holding one core of the run's budget (nothing outside rcbook)."""
+    from .. import cores
+
+    with cores.slot():
+        return compute_model(spec, params, dev)
+
+
 def run_all(p, device, workers: int = 1, log=print, trained: dict | None = None) -> list[dict]:
     """Every model of the chapter (:func:`models`; ``trained``: the checkpoints of :func:`pretrain_all`), in
     ``workers`` processes (one thread each); results in book order and identical whatever ``workers`` is
@@ -429,12 +534,18 @@ def run_all(p, device, workers: int = 1, log=print, trained: dict | None = None)
         order = sorted(
             specs, key=lambda s: -(COST[s[1]] if s[0] == "init" else 1 if s[0] == "pretrained" else 0)
         )
+        from .. import cores  # the kernel only waits meanwhile: its core goes to the workers
         from ..procs import die_with_parent  # a worker dies with the kernel that started it
 
-        with ProcessPoolExecutor(
-            max_workers=workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent
-        ) as ex:
-            futs = {ex.submit(compute_model, s, params, dev): s for s in order}
+        with (
+            cores.released(),
+            ProcessPoolExecutor(
+                max_workers=min(workers, len(specs)),
+                mp_context=mp.get_context("spawn"),
+                initializer=die_with_parent,
+            ) as ex,
+        ):
+            futs = {ex.submit(_compute_on_a_core, s, params, dev): s for s in order}
             for f in as_completed(futs):
                 r = f.result()
                 out[futs[f]] = r

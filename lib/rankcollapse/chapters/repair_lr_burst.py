@@ -102,6 +102,12 @@ def validate(p) -> None:
                 f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
                 "(the measurement interval)"
             )
+    tags = [f"{m:g}" for m in p.multipliers]
+    if len(set(tags)) != len(tags):
+        raise ParameterError(
+            f"parameter 'multipliers' = {p.multipliers} repeats a multiplier (as printed, {tags}): one "
+            "burst per value and seed, recorded under its name"
+        )
 
 
 # -- runs -------------------------------------------------------------------------------------------

@@ -175,6 +175,28 @@ def validate(p) -> None:
         )
     if p.slow_ramp_steps % 10:
         raise ParameterError(f"parameter 'slow_ramp_steps' = {p.slow_ramp_steps} must be a multiple of 10")
+    ramp = p.ramp_end - p.ramp_start
+    if p.branch_steps < ramp:
+        raise ParameterError(
+            f"parameters 'branch_steps' = {p.branch_steps}, 'ramp_start' = {p.ramp_start} and 'ramp_end' = "
+            f"{p.ramp_end}: the reversed ramp climbs back to alpha = 1 over the driver's ramp length "
+            f"({ramp} steps) within one branch, so branch_steps must be at least ramp_end - ramp_start"
+        )
+    if p.slow_ramp_factor > 1 and p.slow_ramp_steps < p.slow_ramp_factor * ramp:
+        raise ParameterError(
+            f"parameters 'slow_ramp_steps' = {p.slow_ramp_steps} and 'slow_ramp_factor' = "
+            f"{p.slow_ramp_factor}: the slow reversed ramp takes slow_ramp_factor x (ramp_end - ramp_start) "
+            f"= {p.slow_ramp_factor * ramp} steps to reach alpha = 1, so its branch must be at least that "
+            "long"
+        )
+    if min(p.h7_control_alphas) < 1.0 and p.ramp_start + p.settle_steps + p.branch_steps <= p.ramp_end + 1:
+        # the reversed ramp's control splits off H7's control after max(switch, ramp_end) and must end
+        # after it (branching.control_chain_job); the earliest switch is ramp_start + settle_steps
+        raise ParameterError(
+            f"parameters 'ramp_start' = {p.ramp_start}, 'settle_steps' = {p.settle_steps}, 'branch_steps' = "
+            f"{p.branch_steps} and 'ramp_end' = {p.ramp_end}: ramp_start + settle_steps + branch_steps must "
+            "exceed ramp_end + 1 (a control held below alpha = 1 must reach past the driver's ramp)"
+        )
     if p.trace_every <= 0 or p.trace_every % tr.RunSpec.weights_every:
         raise ParameterError(
             f"parameter 'trace_every' = {p.trace_every} must be a positive multiple of "

@@ -820,6 +820,14 @@ def validate(p) -> None:
     common.validate_driver(p)
     if p.calib_steps > p.branch_steps:
         raise ParameterError(
-            f"parameter 'calib_steps' = {p.calib_steps} must not exceed 'branch_steps' = {p.branch_steps} "
-            "(the added loss is read over the branch's first calib_steps steps)"
+            f"parameters 'calib_steps' = {p.calib_steps} and 'branch_steps' = {p.branch_steps}: calib_steps "
+            "must not exceed branch_steps (the added loss is read over the branch's first calib_steps steps)"
+        )
+    if len(set(p.treatments)) != len(p.treatments):
+        raise ParameterError(f"parameter 'treatments' = {p.treatments} repeats a treatment")
+    if "reversed-ramp" in p.treatments and p.branch_steps < p.ramp_end - p.ramp_start:
+        raise ParameterError(
+            f"parameters 'branch_steps' = {p.branch_steps}, 'ramp_start' = {p.ramp_start} and 'ramp_end' = "
+            f"{p.ramp_end}: the reversed-ramp branch climbs back to alpha = 1 over the driver's ramp length "
+            f"({p.ramp_end - p.ramp_start} steps), so branch_steps must be at least ramp_end - ramp_start"
         )

@@ -301,14 +301,30 @@ def verdict_q1(evidence: dict) -> tuple[str, str]:
 VERDICTS = {"C2": verdict_c2, "Q1": verdict_q1}
 
 
-def check(p) -> None:
-    if p.d_model // p.heads < 1 or p.search_d // p.search_heads < 1:
-        raise ParameterError("parameters 'heads'/'search_heads' must not exceed 'd_model'/'search_d'")
+def validate(p) -> None:
+    """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
+    again, as :func:`check`)."""
+    for d, H in (("d_model", "heads"), ("search_d", "search_heads")):
+        if getattr(p, d) % getattr(p, H):
+            raise ParameterError(
+                f"parameters '{d}' = {getattr(p, d)} and '{H}' = {getattr(p, H)}: {d} must be divisible by "
+                f"{H} (d_qk = d_v = {d} / {H}; {getattr(p, d)} % {getattr(p, H)} != 0)"
+            )
     if p.subspace_dim >= p.d_model:
         raise ParameterError(
-            f"parameter 'subspace_dim' = {p.subspace_dim} is not allowed: it must be below "
-            f"d_model = {p.d_model} (the values must have a complement to live in)"
+            f"parameters 'subspace_dim' = {p.subspace_dim} and 'd_model' = {p.d_model}: subspace_dim must "
+            "be below d_model (the values must have a complement to live in)"
         )
+    for name in ("search_depths", "search_betas"):
+        v = getattr(p, name)
+        tags = [f"{x:g}" for x in v]
+        if len(set(tags)) != len(tags):
+            raise ParameterError(
+                f"parameter '{name}' = {v} repeats a value (the frontier has one cell per depth and beta)"
+            )
+
+
+check = validate  # the name the chapter's notebook calls
 
 
 def ratio(san: SAN, X) -> float:

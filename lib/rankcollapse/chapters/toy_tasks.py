@@ -217,13 +217,15 @@ VARIANT_NAMES = {"attention": "pure attention", "mlp": "attention + MLP", "skip"
 RADIUS = 0.3
 
 
-def check(p) -> None:
-    """Extra checks beyond the schema, before any work."""
+def validate(p) -> None:
+    """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
+    again, as :func:`check`)."""
     for t in TASKS:
         d, h = getattr(p, f"{t}_d"), getattr(p, f"{t}_heads")
         if d % h:
             raise ParameterError(
-                f"parameter '{t}_d' = {d} is not allowed: it must be divisible by '{t}_heads' = {h}"
+                f"parameters '{t}_d' = {d} and '{t}_heads' = {h}: {t}_d must be divisible by {t}_heads "
+                f"({d} % {h} != 0)"
             )
     if p.mem_seqs * p.mem_len > len(tt.stdlib_words()):
         raise ParameterError(
@@ -243,6 +245,25 @@ def check(p) -> None:
                 f"parameter 'circle_hidden' = {p.circle_hidden} is not allowed: every size must "
                 "be even (2 heads)"
             )
+    if len(set(p.circle_hidden)) != len(p.circle_hidden):
+        raise ParameterError(
+            f"parameter 'circle_hidden' = {p.circle_hidden} is not allowed: a size twice (its rollouts "
+            "would be counted twice)"
+        )
+    if p.circle_n % 2:
+        raise ParameterError(
+            f"parameter 'circle_n' = {p.circle_n} is not allowed: it must be even (each start pair is a "
+            "point and its antipode on the circle, p_j and p_(j + circle_n / 2))"
+        )
+    if p.circle_starts > p.circle_n:
+        raise ParameterError(
+            f"parameters 'circle_starts' = {p.circle_starts} and 'circle_n' = {p.circle_n}: circle_starts "
+            "must not exceed circle_n (the start pairs are spread over the circle_n points, one per point "
+            "at most)"
+        )
+
+
+check = validate  # the name the chapter's notebook calls
 
 
 # =====================================================================================================

@@ -42,13 +42,18 @@ LAYERNORMS = ("none", "post", "pre")
 MLP_STREAM = 0x6D6C70  # offset of the MLP weights' random stream from the SAN's seed
 
 
+class SANConfigError(ValueError):
+    """A :class:`SANConfig` that does not describe the network asked for (a per-head width that is not
+    ``d_model / n_heads`` exactly, or below 1)."""
+
+
 @dataclass(frozen=True)
 class SANConfig:
     n_layers: int
     n_heads: int
     d_model: int
-    d_qk: int | None = None  # per head; default d_model // n_heads
-    d_v: int | None = None  # per head; default d_model // n_heads
+    d_qk: int | None = None  # per head; default d_model / n_heads (n_heads must divide d_model)
+    d_v: int | None = None  # per head; default d_model / n_heads (n_heads must divide d_model)
     skip: bool = False
     bias: bool = True
     weight_scale: float = 1.0
@@ -59,6 +64,21 @@ class SANConfig:
     ln_eps: float = 1e-5
 
     def __post_init__(self):
+        if self.n_heads < 1 or self.d_model < 1:
+            raise SANConfigError(f"n_heads and d_model must be >= 1, not {self.n_heads} and {self.d_model}")
+        for name in ("d_qk", "d_v"):
+            given = getattr(self, name)
+            if given is not None and given < 1:
+                raise SANConfigError(f"{name} must be >= 1 (or None: d_model / n_heads), not {given}")
+        default = [name for name in ("d_qk", "d_v") if getattr(self, name) is None]
+        if default and self.d_model % self.n_heads:
+            # the per-head width would be d_model // n_heads, rounded down (or at least 1): another network
+            # than the one asked for, never substituted silently
+            raise SANConfigError(
+                f"d_model = {self.d_model} is not divisible by n_heads = {self.n_heads}, so "
+                f"{' and '.join(default)} cannot default to d_model / n_heads; give "
+                f"{' and '.join(default)} explicitly"
+            )
         if self.mlp_hidden < 0:
             raise ValueError(f"mlp_hidden must be >= 0, not {self.mlp_hidden}")
         if self.mlp_act not in MLP_ACTS:
@@ -73,11 +93,11 @@ class SANConfig:
 
     @property
     def dqk(self) -> int:
-        return self.d_qk or max(1, self.d_model // self.n_heads)
+        return self.d_qk if self.d_qk is not None else self.d_model // self.n_heads
 
     @property
     def dv(self) -> int:
-        return self.d_v or max(1, self.d_model // self.n_heads)
+        return self.d_v if self.d_v is not None else self.d_model // self.n_heads
 
     def as_dict(self) -> dict:
         return asdict(self)

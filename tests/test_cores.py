@@ -1,0 +1,69 @@
+"""The run's core budget (rankcollapse.cores): no more than N holders at once, a holder's slot comes back
+when it ends however it ends, and a waiting kernel gives its slot to its jobs."""
+
+import multiprocessing as mp
+import os
+import time
+
+from rankcollapse import cores, jobs
+
+
+def _hold_for(folder, n, seconds, q):
+    os.environ[cores.SLOTS_ENV], os.environ[cores.CORES_ENV] = str(folder), str(n)
+    with cores.slot():
+        q.put(("in", time.time()))
+        time.sleep(seconds)
+        q.put(("out", time.time()))
+
+
+def test_no_more_than_n_hold_a_core_at_once(tmp_path):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_hold_for, args=(tmp_path, 2, 0.6, q)) for _ in range(4)]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join(30)
+    events = sorted((q.get(timeout=5) for _ in range(8)), key=lambda e: e[1])
+    inside, most = 0, 0
+    for kind, _ in events:
+        inside += 1 if kind == "in" else -1
+        most = max(most, inside)
+    assert most == 2
+
+
+def test_a_killed_holder_gives_its_core_back(tmp_path):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_hold_for, args=(tmp_path, 1, 60, q))
+    p.start()
+    assert q.get(timeout=30)[0] == "in"
+    assert cores.busy(tmp_path, 1) == 1
+    p.kill()
+    p.join(10)
+    assert cores.busy(tmp_path, 1) == 0
+
+
+def _square(x):
+    return {"x": x * x, "busy": cores.busy(*cores.budget())}
+
+
+def test_a_waiting_kernel_lends_its_core_to_its_jobs(tmp_path, monkeypatch):
+    """A kernel that holds the only core and starts a pool: its jobs still run (it waits without it)."""
+    monkeypatch.setenv(cores.SLOTS_ENV, str(tmp_path))
+    monkeypatch.setenv(cores.CORES_ENV, "1")
+    monkeypatch.setattr(cores, "_held", None)
+    cores.hold()
+    try:
+        out = jobs.run_parallel(_square, [{"x": 2}, {"x": 3}], workers=2)
+    finally:
+        os.close(cores._held)
+        cores._held = None
+    assert [o["x"] for o in out] == [4, 9] and all(o["busy"] == 1 for o in out)
+
+
+def test_outside_the_runner_nothing_is_held(monkeypatch):
+    monkeypatch.delenv(cores.SLOTS_ENV, raising=False)
+    assert cores.budget() is None
+    with cores.slot(), cores.released():
+        pass
