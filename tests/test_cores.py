@@ -67,3 +67,30 @@ def test_outside_the_runner_nothing_is_held(monkeypatch):
     assert cores.budget() is None
     with cores.slot(), cores.released():
         pass
+
+
+def _wait_for_lock(folder, lock_path, q):
+    from rankcollapse import store
+
+    os.environ[cores.SLOTS_ENV], os.environ[cores.CORES_ENV] = str(folder), "1"
+    with cores.slot():
+        q.put("has a core")
+        with store.lock(lock_path):
+            q.put("has the lock")
+
+
+def test_a_job_waiting_for_a_lock_does_not_hold_a_core(tmp_path):
+    """Two chapters need the same network: the one waiting for it to be trained gives its core back."""
+    from rankcollapse import store
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    (tmp_path / "slots").mkdir()
+    with store.lock(tmp_path / "net.lock"):
+        p = ctx.Process(target=_wait_for_lock, args=(tmp_path / "slots", tmp_path / "net.lock", q))
+        p.start()
+        assert q.get(timeout=30) == "has a core"
+        time.sleep(1.0)
+        assert cores.busy(tmp_path / "slots", 1) == 0  # blocked on the lock, not on a core
+    assert q.get(timeout=30) == "has the lock"
+    p.join(10)

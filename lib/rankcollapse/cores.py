@@ -6,7 +6,9 @@ files, released by the kernel when the process ends, however it ends):
 
 * a chapter's kernel takes one when it starts (:func:`hold`, from the runner's kernel launcher) and gives it
   back while it waits for a pool of training jobs (:func:`released`);
-* each training job takes one while it runs (:func:`slot`, in :func:`rankcollapse.jobs.run_parallel`).
+* each training job takes one while it runs (:func:`slot`, in :func:`rankcollapse.jobs.run_parallel`);
+* a process that waits for a lock another process holds (a network another chapter is training,
+  :func:`rankcollapse.store.lock`) gives its slot back while it waits.
 
 So a chapter's pool may be as wide as the whole budget and uses whatever cores the other chapters leave
 idle, and no more than ``N`` processes compute at any moment. Outside the runner (raw papermill, tests) no
@@ -66,16 +68,21 @@ def _acquire(folder: Path, n: int) -> int:
 
 @contextmanager
 def slot():
-    """Hold one core of the budget for the duration (nothing outside the runner)."""
+    """Hold one core of the budget for the duration (nothing outside the runner, nor in a process that holds
+    one already). It is this process's slot meanwhile, so :func:`released` gives it back while the process
+    only waits (for a file lock another process holds: :func:`rankcollapse.store.lock`)."""
+    global _held
     b = budget()
-    if b is None:
+    if b is None or _held is not None:
         yield
         return
-    fd = _acquire(*b)
+    _held = _acquire(*b)
     try:
         yield
     finally:
-        os.close(fd)
+        if _held is not None:
+            os.close(_held)
+            _held = None
 
 
 def hold() -> None:

@@ -299,12 +299,22 @@ def chapter_code_hash(name: str, repo: str | Path | None = None, package: str | 
 @contextmanager
 def lock(path: str | Path):
     """Hold an exclusive cross-process lock on the file ``path`` (created with its folder) while inside."""
-    from filelock import FileLock
+    from filelock import FileLock, Timeout
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path)):
+    held = FileLock(str(path))
+    try:
+        held.acquire(timeout=0)
+    except Timeout:  # another process holds it (training what this one needs): wait without holding a core
+        from . import cores
+
+        with cores.released():
+            held.acquire()
+    try:
         yield path
+    finally:
+        held.release()
 
 
 @contextmanager
