@@ -94,3 +94,34 @@ def test_a_job_waiting_for_a_lock_does_not_hold_a_core(tmp_path):
         assert cores.busy(tmp_path / "slots", 1) == 0  # blocked on the lock, not on a core
     assert q.get(timeout=30) == "has the lock"
     p.join(10)
+
+
+def _take(folder, kernel, seconds, q, name):
+    os.environ[cores.SLOTS_ENV], os.environ[cores.CORES_ENV] = str(folder), "1"
+    if kernel:
+        cores.hold()
+        q.put((name, time.time()))
+        time.sleep(seconds)
+        return
+    with cores.slot():
+        q.put((name, time.time()))
+        time.sleep(seconds)
+
+
+def test_a_kernel_taking_its_core_back_goes_before_waiting_jobs(tmp_path):
+    """A chapter whose pool has ended goes on at once, not behind another chapter's stream of jobs."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    first = ctx.Process(target=_take, args=(tmp_path, False, 4.0, q, "job 1"))
+    first.start()
+    assert q.get(timeout=30)[0] == "job 1"
+    jobs_ = [ctx.Process(target=_take, args=(tmp_path, False, 0.5, q, f"job {i}")) for i in (2, 3)]
+    for p in jobs_:
+        p.start()
+    time.sleep(0.8)  # the jobs wait for the core
+    kernel = ctx.Process(target=_take, args=(tmp_path, True, 0.5, q, "kernel"))
+    kernel.start()
+    order = [q.get(timeout=60)[0] for _ in range(3)]
+    for p in [first, kernel, *jobs_]:
+        p.join(30)
+    assert order[0] == "kernel", order

@@ -7,6 +7,7 @@ files, released by the kernel when the process ends, however it ends):
 * a chapter's kernel takes one when it starts (:func:`hold`, from the runner's kernel launcher) and gives it
   back while it waits for a pool of training jobs (:func:`released`);
 * each training job takes one while it runs (:func:`slot`, in :func:`rankcollapse.jobs.run_parallel`);
+* a kernel taking its slot back goes before the training jobs that wait for one (the chapter goes on);
 * a process that waits for a lock another process holds (a network another chapter is training,
   :func:`rankcollapse.store.lock`) gives its slot back while it waits.
 
@@ -51,19 +52,51 @@ def setup(folder: Path, cores: int) -> None:
     os.environ[CORES_ENV] = str(int(cores))
 
 
-def _acquire(folder: Path, n: int) -> int:
-    """Block until one of the ``n`` slots is free; its open, locked file descriptor."""
+def _kernels_waiting(folder: Path) -> bool:
+    """Whether a chapter's kernel (alive) waits to take its slot back (:func:`hold`)."""
+    for w in folder.glob("want-*"):
+        pid = w.name[len("want-") :]
+        try:
+            os.kill(int(pid), 0)
+            return True
+        except (ValueError, ProcessLookupError):
+            w.unlink(missing_ok=True)  # its kernel is gone
+        except PermissionError:
+            return True
+    return False
+
+
+def _acquire(folder: Path, n: int, kernel: bool = False) -> int:
+    """Block until one of the ``n`` slots is free; its open, locked file descriptor. A kernel (``kernel``)
+    goes first: while one waits, a training job does not take a freed slot, so a chapter whose pool has
+    ended goes on at once instead of waiting behind another chapter's stream of jobs."""
     wait = 0.02
-    while True:
-        for i in random.sample(range(n), n):
-            fd = os.open(folder / f"core-{i}.lock", os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return fd
-            except BlockingIOError:
-                os.close(fd)
-        time.sleep(wait)
-        wait = min(0.25, wait * 1.5)
+    want = folder / f"want-{os.getpid()}"
+    if kernel:
+        want.touch()
+    try:
+        while True:
+            if kernel or not _kernels_waiting(folder):
+                fd = _try(folder, n)
+                if fd is not None:
+                    return fd
+            time.sleep(0.01 if kernel else wait)
+            wait = min(0.25, wait * 1.5)
+    finally:
+        if kernel:
+            want.unlink(missing_ok=True)
+
+
+def _try(folder: Path, n: int) -> int | None:
+    """One pass over the slots: a locked file descriptor, or None when all are held."""
+    for i in random.sample(range(n), n):
+        fd = os.open(folder / f"core-{i}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            os.close(fd)
+    return None
 
 
 @contextmanager
@@ -90,7 +123,7 @@ def hold() -> None:
     global _held
     b = budget()
     if b is not None and _held is None:
-        _held = _acquire(*b)
+        _held = _acquire(*b, kernel=True)
 
 
 @contextmanager
