@@ -5,7 +5,8 @@
 #                       then the test suite (pytest)
 #   bash make.sh record smoke|full [CHAPTER...]
 #                       re-record data/expected/<profile>/ after a deliberate change: every chapter under the
-#                       native kernels and under the avx2 and scalar variants, tolerances from their spread
+#                       native kernels and under every variant of kernels.SPREAD (avx2, scalar and the
+#                       mixes zen4, aten-avx2), tolerances from their spread
 #   bash make.sh paper  on a CUDA machine: every chapter at the paper profile, recorded in data/expected/paper/
 #   bash make.sh setup  only the set-up
 #   bash make.sh lock   regenerate requirements.lock from pyproject.toml (pip-tools)
@@ -87,11 +88,14 @@ case "${1:-}" in
     "$VENV/bin/rcbook" book --profile smoke -j "$JOBS"
     "$VENV/bin/rcbook" check --profile smoke
     # another machine, simulated: every chapter again under other floating-point kernels, in its own build
-    # root and store (build/kernels-<variant>/), checked against the same recorded results. The variant is one
-    # that differs from this processor's own: avx2 where it has AVX-512, else scalar (on an AVX2-only
-    # processor the avx2 switches change nothing, and the second pass would be a copy of the first)
-    second=$("$VENV/bin/python" -c "import torch; c = torch.backends.cpu.get_cpu_capability(); \
-print('avx2' if c.upper().startswith('AVX512') else 'scalar')")
+    # root and store (build/kernels-<variant>/), checked against the same recorded results. Where ATen runs
+    # AVX-512, the variant is one of the mixes real machines have (rankcollapse.book.kernels.MIXES), drawn by
+    # the commit (RCBOOK_SECOND_KERNELS names one); elsewhere scalar (on an AVX2-only processor the AVX2
+    # switches change nothing, and the second pass would be a copy of the first)
+    second=${RCBOOK_SECOND_KERNELS:-$("$VENV/bin/python" -c "import torch, subprocess; \
+from rankcollapse.book.kernels import second_pass; \
+head = subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip() or '0'; \
+print(second_pass(torch.backends.cpu.get_cpu_capability(), int(head, 16)))")}
     echo "== second pass: every smoke chapter under the $second kernel variant"
     "$VENV/bin/rcbook" run all --profile smoke --kernels "$second" -j "$JOBS"
     "$VENV/bin/rcbook" check --profile smoke --kernels "$second"
@@ -104,7 +108,8 @@ print('avx2' if c.upper().startswith('AVX512') else 'scalar')")
     prof=${2:?usage: bash make.sh record smoke|full [CHAPTER...]}
     shift 2
     chapters=("$@")
-    for k in native avx2 scalar; do
+    spread=$("$VENV/bin/python" -c "from rankcollapse.book.kernels import SPREAD; print(' '.join(SPREAD))")
+    for k in native $spread; do
       echo "== $prof under the $k kernels"
       if [ ${#chapters[@]} -eq 0 ]; then
         "$VENV/bin/rcbook" run all --profile "$prof" --kernels "$k" -j "$JOBS"
@@ -112,7 +117,7 @@ print('avx2' if c.upper().startswith('AVX512') else 'scalar')")
         for c in "${chapters[@]}"; do "$VENV/bin/rcbook" run "$c" --profile "$prof" --kernels "$k"; done
       fi
     done
-    "$VENV/bin/rcbook" record --profile "$prof" --spread avx2,scalar "${chapters[@]}"
+    "$VENV/bin/rcbook" record --profile "$prof" --spread "${spread// /,}" "${chapters[@]}"
     ;;
   paper)
     setup

@@ -48,7 +48,7 @@ def load_bench(name: str):
 def chapter_times(profile: str) -> dict:
     """{chapter: (wall seconds, where from)}: from an empty store where recorded (``rcbook costs``), else
     from the last build or the record, whose time is only the loading of any saved states it used."""
-    from rankcollapse.book.build import expected_path
+    from rankcollapse.book.records import expected_path
     from rankcollapse.book.results import load
     from rankcollapse.book.runner import build_dir, scratch_costs
     from rankcollapse.chapters import CHAPTERS

@@ -2,9 +2,9 @@
 
 Needs the smoke book (`rcbook book --profile smoke`, which `bash make.sh test` builds first) and Debian's
 chromium (`make.sh` installs it when run as root). Fails on: a broken or zero-size image, an error or
-traceback in any output, a glued value that did not render, a dead internal link, a chapter missing from
-the navigation, an image without alt text, a figure without a caption. Saves a screenshot of each
-chapter page to build/smoke/screenshots/ for review.
+traceback in any output, a glued value that did not render (or rendered as a Python repr), a dead internal
+link, a chapter missing from the navigation, an image without alt text, a figure without a caption. Saves
+a screenshot of each chapter page to build/smoke/screenshots/ for review.
 
 The published book is checked the same way with ``RCBOOK_HTML_PROFILE=full`` (after `bash make.sh book`):
 there every page must carry *no* banner, and the rerun commands name the full profile.
@@ -108,6 +108,9 @@ def test_page_as_a_reader_sees_it(browser, path):
     body = page.inner_text("article")
     for marker in ("{glue:", "{glue}", "glue:text", "glue:md", "glue:figure"):
         assert marker not in body, f"{path.name}: unrendered glue ({marker})"
+    # a string glued for {glue:md} but placed with {glue:text} shows its Python repr
+    for marker in ("IPython.core.display", "Markdown object>"):
+        assert marker not in body, f"{path.name}: a glued string placed with glue:text ({marker})"
     # maths rendered offline by MathJax
     if "\\(" in page.content() or "\\[" in page.content():
         assert page.query_selector("mjx-container"), f"{path.name}: maths not rendered (MathJax missing)"

@@ -40,14 +40,11 @@ def native():
     return run_under("native")
 
 
-@pytest.mark.parametrize("variant", ["avx2", "scalar"])
+@pytest.mark.parametrize("variant", [v for v in kernels.VARIANTS if v != "native"])
 def test_variant_changes_the_numbers(native, variant):
     other = run_under(variant)
     assert other["kernels"]["variant"] == variant
-    if (
-        other["kernels"].get("cpu_capability") == native["kernels"].get("cpu_capability")
-        and variant == "avx2"
-    ):
+    if variant != "scalar" and not str(native["kernels"].get("cpu_capability")).upper().startswith("AVX512"):
         pytest.skip(f"this processor already computes with {native['kernels']['cpu_capability']}")
     assert (other["loss"], other["srank"]) != (native["loss"], native["srank"]), (
         f"variant {variant} computed bit-identical numbers: it does not simulate another machine"
@@ -57,8 +54,24 @@ def test_variant_changes_the_numbers(native, variant):
 
 
 def test_unknown_variant_is_refused():
-    with pytest.raises(ValueError, match="allowed: native, avx2, scalar"):
+    with pytest.raises(ValueError, match="allowed: native, avx2, scalar, zen4, aten-avx2"):
         kernels.env_for("avx9")
+
+
+def test_mixes_set_one_library_each_and_are_in_the_spread():
+    """A mix is a real machine's combination: one library off its native path, the others on it."""
+    for m in kernels.MIXES:
+        assert len(kernels.env_for(m)) == 1 and set(kernels.env_for(m)) <= set(kernels.SWITCHES)
+        assert m in kernels.SPREAD
+    assert set(kernels.SPREAD) == set(kernels.VARIANTS) - {"native"}
+    assert kernels.env_for("zen4") == {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}  # MKL picks its path by vendor
+
+
+def test_second_pass_draws_a_mix_where_aten_runs_avx512():
+    drawn = {kernels.second_pass("AVX512", d) for d in range(10)}
+    assert drawn == set(kernels.MIXES)
+    assert kernels.second_pass("AVX512", 7) == kernels.second_pass("AVX512", 7)  # one commit, one pass
+    assert kernels.second_pass("AVX2", 0) == kernels.second_pass("DEFAULT", 1) == "scalar"
 
 
 COMPILED = r"""

@@ -105,7 +105,7 @@ def test_papers_numbers_beside_ours(tmp_path):
     import json
 
     from rankcollapse.book import papers
-    from rankcollapse.book.build import expected_path
+    from rankcollapse.book.records import expected_path
 
     vals = {"table2": {"value": {"hinge-1x": {"rho_median": 0.1774, "clip_fraction": 0.5}}}}
     rs = {pn.what: (ours, ratio) for pn, ours, ratio in papers.rows("repair-treatments", vals)}

@@ -210,3 +210,18 @@ def test_context_longer_than_the_checkpoints_positions_is_refused(tmp_path):
     rm.check_context("model_bert", str(folder), 16)
     with pytest.raises(ParameterError, match="'n_tokens' = 32 and 'model_bert'.*at most 16"):
         rm.check_context("model_bert", str(folder), 32)
+
+
+def test_require_helpers_name_the_parameters():
+    from rankcollapse.book.params import require_distinct, require_divisible
+
+    NS = SimpleNamespace
+
+    require_divisible(NS(d=48, h=4), "d", "h")
+    with pytest.raises(ParameterError, match=r"'d' = 48 and 'h' = 5: d must be divisible by h \(x; 48 % 5"):
+        require_divisible(NS(d=48, h=5), "d", "h", "x")
+    require_distinct(NS(s=[2147483000, 2147483001]), "s", "seed")  # ints compare exactly, not as :g
+    with pytest.raises(ParameterError, match=r"'s' = \[0.1, 0.1000001\] repeats a scale \(as printed"):
+        require_distinct(NS(s=[0.1, 0.1000001]), "s", "scale")  # one name in the record
+    with pytest.raises(ParameterError, match="repeats a treatment"):
+        require_distinct(NS(t=["hinge", "hinge"]), "t", "treatment")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..chapters import CHAPTERS
 from . import ledger, pages, papers
-from .records import compare, load, load_checked
+from .records import compare, expected_path, load, load_checked
 from .runner import REPO, build_dir
 from .sphinxext import STAGED_MARKER
 
@@ -27,14 +27,6 @@ COSTS_MARKER = "<!-- rcbook:costs -->"  # in chapters/how-built.md and README.md
 def is_notebook_source(path: Path) -> bool:
     head = path.read_text().split("\n---", 1)[0]
     return path.read_text().startswith("---") and "jupytext:" in head
-
-
-def expected_path(profile: str, chapter: str) -> Path:
-    """``data/expected/<profile>/<chapter>.json`` (or under ``$RCBOOK_EXPECTED``)."""
-    import os
-
-    root = Path(os.environ.get("RCBOOK_EXPECTED") or REPO / "data" / "expected")
-    return root / profile / f"{chapter}.json"
 
 
 def check_chapter(profile: str, chapter: str, root: Path | None = None):

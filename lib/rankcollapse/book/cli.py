@@ -280,8 +280,8 @@ def cmd_run(a) -> int:
 
 
 def cmd_check(a) -> int:
-    from .build import check_chapter, expected_path, staleness
-    from .records import largest_deviation
+    from .build import check_chapter, staleness
+    from .records import expected_path, largest_deviation
     from .runner import build_dir
 
     bad = 0
@@ -334,8 +334,7 @@ def cmd_check(a) -> int:
 
 
 def cmd_record(a) -> int:
-    from .build import expected_path
-    from .records import RECORDED, RecordError, record_with_spread
+    from .records import RECORDED, RecordError, expected_path, record_with_spread
     from .runner import build_dir
 
     variants = [v.strip() for v in (a.spread or "").split(",") if v.strip()]

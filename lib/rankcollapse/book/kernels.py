@@ -2,20 +2,28 @@
 
 PyTorch picks its CPU kernels (vector width of ATen's own loops, MKL's code path for matrix products,
 oneDNN's instruction set) from the processor at start-up. Three switches force other choices, and with them
-other rounding, exactly as a machine without AVX-512 (or an older one) would:
+other rounding, exactly as another machine would:
 
-* ``native``  what this processor selects (AVX-512 here),
-* ``avx2``    a machine without AVX-512: ``ATEN_CPU_CAPABILITY=avx2``, ``MKL_ENABLE_INSTRUCTIONS=AVX2``,
-              ``ONEDNN_MAX_CPU_ISA=AVX2``,
-* ``scalar``  ATen's unvectorised loops, MKL's SSE4.2 path, oneDNN's SSE4.1 path.
+* ``native``     what this processor selects (AVX-512 here),
+* ``avx2``       a machine without AVX-512: ``ATEN_CPU_CAPABILITY=avx2``, ``MKL_ENABLE_INSTRUCTIONS=AVX2``,
+                 ``ONEDNN_MAX_CPU_ISA=AVX2``,
+* ``scalar``     ATen's unvectorised loops, MKL's SSE4.2 path, oneDNN's SSE4.1 path.
+
+Real machines mix them, because each library picks its path by its own test (:data:`MIXES`):
+
+* ``zen4``       ATen on its AVX-512 loops, oneDNN on AVX-512, MKL on its AVX2 path: MKL picks its code
+                 path by processor vendor, so this is what an AMD Zen 4 computes with,
+* ``aten-avx2``  ATen on its AVX2 loops, MKL and oneDNN on AVX-512: an AVX-512 Intel processor running a
+                 torch whose ATen does not dispatch its AVX-512 kernels there.
 
 The switches act when torch is imported, so they are set in the environment of the processes that compute
 (the runner exports them before it starts a chapter's kernel, whose training workers inherit them).
 ``rcbook run --kernels avx2`` runs under a variant into its own build root ``build/kernels-avx2/`` (with its
 own trained states, so nothing trained under one variant is reused under another); ``rcbook record
---spread avx2,scalar`` derives every recorded tolerance from the deviations between the variants
-(:func:`rankcollapse.book.results.record_with_spread`); ``bash make.sh test`` checks a second, ``avx2`` pass
-against the same recorded file. ``tests/test_kernels.py`` shows that each variant changes the numbers.
+--spread avx2,scalar,zen4,aten-avx2`` derives every recorded tolerance from the deviations between the
+variants (:func:`rankcollapse.book.results.record_with_spread`); ``bash make.sh test`` checks a second pass,
+under a variant :func:`second_pass` draws, against the same recorded file. ``tests/test_kernels.py`` shows
+that each variant changes the numbers.
 """
 
 from __future__ import annotations
@@ -32,7 +40,12 @@ VARIANTS: dict[str, dict[str, str]] = {
         "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
         "ONEDNN_MAX_CPU_ISA": "SSE41",
     },
+    "zen4": {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "aten-avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
 }
+PURE = ("native", "avx2", "scalar")  # one instruction set for every library
+MIXES = ("zen4", "aten-avx2")  # each library on its own path, as real machines do
+SPREAD = ("avx2", "scalar", *MIXES)  # the variants every record's tolerances are measured over, with native
 
 
 def env_for(variant: str) -> dict[str, str]:
@@ -66,3 +79,12 @@ def active() -> dict:
     except Exception:  # pragma: no cover - torch is a dependency
         pass
     return out
+
+
+def second_pass(cpu_capability: str, draw: int) -> str:
+    """The variant of ``bash make.sh test``'s second pass: on a processor whose ATen runs AVX-512, one of
+    :data:`MIXES` (``draw`` picks which: the commit, so a rerun of one commit repeats its pass); elsewhere
+    ``scalar``, since there the AVX2 switches change nothing and the pass would repeat the first."""
+    if not cpu_capability.upper().startswith("AVX512"):
+        return "scalar"
+    return MIXES[draw % len(MIXES)]

@@ -17,6 +17,13 @@ PROFILES = ("smoke", "full", "paper")
 DEVICES = ("auto", "cpu", "cuda")
 
 
+# parameters that say how a chapter is run, not what it computes: never part of a cache key, and never
+# compared with a record (results do not depend on the number of training processes: tests/test_runner.py
+# trains one stage with 1 and 3 workers). The device is in the cache key but not compared: a run on another
+# device is checked against the same record.
+HOW_NOT_WHAT = ("output_dir", "workers")
+
+
 class ParameterError(ValueError):
     """A chapter parameter is unknown, of the wrong type, or out of range."""
 
@@ -103,6 +110,28 @@ class Param:
         return ParameterError(
             f"parameter '{self.name}' = {v!r} ({type(v).__name__}) is not allowed: "
             f"it must be {self.allowed()}"
+        )
+
+
+def require_divisible(p, width: str, heads: str, why: str = "") -> None:
+    """Refuse parameters ``width`` and ``heads`` of ``p`` when the heads do not divide the width (each head
+    gets width / heads dimensions); ``why`` says what the split is for."""
+    d, h = getattr(p, width), getattr(p, heads)
+    if d % h:
+        raise ParameterError(
+            f"parameters '{width}' = {d} and '{heads}' = {h}: {width} must be divisible by {heads} "
+            f"({why + '; ' if why else ''}{d} % {h} != 0)"
+        )
+
+
+def require_distinct(p, name: str, what: str = "value", why: str = "") -> None:
+    """Refuse parameter ``name`` of ``p`` (a list) when two of its entries are the same as printed (floats
+    with ``:g``), since values are recorded under their printed names; ``what`` names one entry."""
+    v = getattr(p, name)
+    tags = [f"{x:g}" if isinstance(x, float) else str(x) for x in v]
+    if len(set(tags)) != len(tags):
+        raise ParameterError(
+            f"parameter '{name}' = {v!r} repeats a {what} (as printed, {tags})" + (f": {why}" if why else "")
         )
 
 

@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..store import REPO
+from .params import HOW_NOT_WHAT
 from .results import load  # noqa: F401  (re-exported: the runner reads results files through this module)
+
+
+def expected_path(profile: str, chapter: str) -> Path:
+    """``data/expected/<profile>/<chapter>.json`` (or under ``$RCBOOK_EXPECTED``)."""
+    import os
+
+    root = Path(os.environ.get("RCBOOK_EXPECTED") or REPO / "data" / "expected")
+    return root / profile / f"{chapter}.json"
 
 
 class MalformedRecord(ValueError):
@@ -48,6 +58,11 @@ def load_checked(path: Path) -> dict:
                 raise MalformedRecord(
                     f"{path}: value '{name}' has {k} = {e[k]!r} (a number >= 0 is expected)"
                 )
+        kind = e.get("kind")
+        if kind is not None and kind not in KINDS:
+            raise MalformedRecord(f"{path}: value '{name}' has kind {kind!r}; known: {', '.join(KINDS)}")
+        if kind is not None and KINDS[kind] not in e:
+            raise MalformedRecord(f"{path}: value '{name}' of kind '{kind}' lacks '{KINDS[kind]}'")
     for cid, v in doc["verdicts"].items():
         if not isinstance(v, dict) or "verdict" not in v:
             raise MalformedRecord(f"{path}: verdict '{cid}' lacks 'verdict'")
@@ -89,10 +104,7 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
     return abs(a - b) <= atol + rtol * abs(a)
 
 
-# parameters that say where and how wide a run was, not what it computed: never compared with the record
-# (results do not depend on the number of training processes: tests/test_runner.py trains one stage with 1
-# and 3 workers)
-HOW_RUN = ("output_dir", "device", "workers")
+HOW_RUN = (*HOW_NOT_WHAT, "device")  # never compared with the record (params.HOW_NOT_WHAT)
 
 
 def compare(recorded: dict, now: dict) -> list[Row]:
@@ -129,6 +141,9 @@ def compare(recorded: dict, now: dict) -> list[Row]:
                 st = f"rtol={sm['rtol']:g} atol={sm['atol']:g}"
                 rows.append(Row(f"{name} (summary over events)", sm["value"], now_s, st, ok))
             continue
+        if rec.get("kind") in ("floor", "log"):
+            rows.append(_compare_kind(name, rec, nv[name]))
+            continue
         rows.append(
             Row(
                 name,
@@ -144,6 +159,140 @@ def compare(recorded: dict, now: dict) -> list[Row]:
         n = nd.get(cid, {}).get("verdict", "(missing)")
         rows.append(Row(f"verdict {cid}", r, n, "equal", r == n))
     return rows
+
+
+# -- values of a kind: counts, values at the float floor, ratios read in decades ---------------------------
+# A chapter marks a value's kind when it records it (rankcollapse.book.checks); each kind has one rule, fixed
+# here, for its tolerance and its check:
+#
+# * ``count`` (field ``of``: out of how many, or None): an integer that moves when a network on a knife-edge
+#   falls the other way. Its tolerance is max(1, the largest deviation measured between kernel variants), the
+#   same rule for every count: never exact because no spread was measured, never widened by a factor.
+# * ``floor`` (field ``floor``: the float floor the chapter compares it with, such as eps32 x |W|, a number
+#   or one per leaf): a value the chapter itself calls numerically zero. Its size is round-off, so it is
+#   checked as what it is: below its floor, on the recorded run, under every variant of the spread, and now.
+# * ``log`` (field ``decades``): a ratio read on a log scale (a floor against a healthy value), checked as
+#   |log10 now - log10 recorded| <= decades; the tolerance is max(the chapter's stated decades, SAFETY x the
+#   largest deviation in decades measured between kernel variants).
+KINDS = {"count": "of", "floor": "floor", "log": "decades"}
+
+
+def _pairs(v: Any, bound: Any):
+    """(leaf of ``v``, its bound): ``bound`` is one number for every leaf, or a value of ``v``'s shape."""
+    leaves = [x for _, x in _leaves(v)]
+    if _is_num(bound) or bound is None:
+        return [(x, bound) for x in leaves]
+    bl = [x for _, x in _leaves(bound)]
+    if len(bl) != len(leaves):
+        return [(x, None) for x in leaves]
+    return list(zip(leaves, bl))
+
+
+def below_floor(v: Any, floor: Any) -> bool:
+    """Whether every numeric leaf of ``v`` is finite and at most its floor in size."""
+    pairs = _pairs(v, floor)
+    return bool(pairs) and all(
+        _is_num(x) and _is_num(f) and math.isfinite(float(x)) and abs(float(x)) <= float(f) for x, f in pairs
+    )
+
+
+def decades_apart(a: Any, b: Any) -> float:
+    """The largest |log10 b - log10 a| over the leaves of two values of one shape (0 where both are 0; inf
+    where the shapes differ, a leaf is not a positive finite number, or one is 0 and the other not)."""
+    la, lb = [x for _, x in _leaves(a)], [x for _, x in _leaves(b)]
+    if len(la) != len(lb) or not la:
+        return math.inf
+    worst = 0.0
+    for x, y in zip(la, lb):
+        if not (_is_num(x) and _is_num(y)):
+            return math.inf
+        x, y = float(x), float(y)
+        if x == 0.0 and y == 0.0:
+            continue
+        if not (x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y)):
+            return math.inf
+        worst = max(worst, abs(math.log10(y) - math.log10(x)))
+    return worst
+
+
+def _compare_kind(name: str, rec: dict, now: dict) -> Row:
+    """The check of a value of kind ``floor`` or ``log`` (:data:`KINDS`)."""
+    if rec["kind"] == "floor":
+        floor = now.get("floor", rec["floor"])  # the floor of this run's own weights, else the recorded one
+        return Row(
+            name,
+            rec["value"],
+            now["value"],
+            f"below its floor {format_value(floor)}",
+            below_floor(now["value"], floor),
+        )
+    d = decades_apart(rec["value"], now["value"])
+    return Row(name, rec["value"], now["value"], f"within {rec['decades']:g} decades", d <= rec["decades"])
+
+
+def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
+    """The recorded entry of a value of a kind (:data:`KINDS`), its tolerance from the entries of the same
+    value under the other variants (``{variant: entry}``) by that kind's rule."""
+    kind, variants = entry["kind"], list(other_entries)
+    base = entry.get("note", "").split(" || measured:")[0]
+    out = {k: v for k, v in entry.items() if k not in ("spread",)}
+    if kind == "floor":
+        for vn, e in {"this run": entry, **other_entries}.items():
+            if not below_floor(e["value"], e.get("floor", entry["floor"])):
+                raise RecordError(
+                    f"value '{name}' is marked as at the float floor but is above its floor under {vn} "
+                    f"({format_value(e['value'])} against {format_value(e.get('floor', entry['floor']))}): "
+                    "record it as a measured value"
+                )
+        out.update(rtol=0.0, atol=0.0)
+        meas = f"below its floor under every kernel variant ({_names(variants)}); checked as below the floor"
+    elif kind == "log":
+        d = max((decades_apart(entry["value"], e["value"]) for e in other_entries.values()), default=0.0)
+        if not math.isfinite(d):
+            raise RecordError(
+                f"value '{name}' (read in decades) is not a positive number under every variant"
+            )
+        out["decades"] = max(float(entry["decades"]), SAFETY * d)
+        out.update(rtol=0.0, atol=0.0)
+        meas = (
+            f"max deviation over {len(variants)} kernel variant(s) ({_names(variants)}): {d:.2g} decades; "
+            f"tolerance {out['decades']:.2g} decades (rule: max(stated, {SAFETY:g} x measured))"
+        )
+    else:  # count
+        vals = [entry["value"], *(e["value"] for e in other_entries.values())]
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
+            raise RecordError(
+                f"value '{name}' is marked as a count but is not an integer under every variant"
+            )
+        moved = max(abs(x - entry["value"]) for x in vals)
+        out.update(rtol=0.0, atol=float(max(1, moved)))
+        meas = (
+            f"moved by {moved} over {len(variants)} kernel variant(s) ({_names(variants)}); tolerance "
+            f"+-{max(1, moved)} (rule for every count: max(1, measured))"
+        )
+    out["note"] = (base + " || measured: " + meas).lstrip(" |")
+    out["spread"] = {"variants": variants}
+    return out
+
+
+def kind_violations(doc: dict) -> list[str]:
+    """What in a record breaks its kinds' rules (:data:`KINDS`): a value below its own floor held to a
+    relative tolerance (or not marked as a floor value), a count held tighter than one event, a ratio in
+    decades with no decades."""
+    bad = []
+    for name, e in doc.get("values", {}).items():
+        if "floor" in e and (e.get("kind") != "floor" or e.get("rtol", 0) > 0):
+            if below_floor(e["value"], e["floor"]):
+                bad.append(
+                    f"{name}: below its floor {format_value(e['floor'])} but held to rtol {e['rtol']:g}"
+                )
+        if e.get("kind") == "count" and (e.get("atol", 0) < 1 or e.get("rtol", 0) > 0):
+            bad.append(
+                f"{name}: a count held to atol {e.get('atol', 0):g} rtol {e.get('rtol', 0):g} (< +-1)"
+            )
+        if e.get("kind") == "log" and not e.get("decades", 0) > 0:
+            bad.append(f"{name}: read in decades, with decades {e.get('decades')!r}")
+    return bad
 
 
 def format_value(v: Any) -> str:
@@ -421,6 +570,20 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
     out = dict(doc)
     out["values"] = {}
     for name, entry in doc["values"].items():
+        if entry.get("kind") in KINDS:
+            oth = {}
+            for n, d in variant_docs.items():
+                if name in d.get("values", {}):
+                    oth[n] = d["values"][name]
+                elif n != RECORDED:
+                    raise RecordError(
+                        f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
+                    )
+            try:
+                out["values"][name] = derive_kind(name, entry, oth)
+            except RecordError as e:
+                raise RecordError(f"chapter '{doc['chapter']}': {e}") from None
+            continue
         others, used = [], []
         for n, d in variant_docs.items():
             if name not in d.get("values", {}):
@@ -438,7 +601,8 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
     out["tolerance_rule"] = (
         f"per value: rtol = max(chapter's own, {SAFETY:g} x largest relative deviation between "
         f"kernel variants {names}, {MIN_RTOL:g}); round-off floor (|v| < {FLOOR:g}) checked "
-        f"with atol {FLOOR_ATOL:g}; integers with no deviation and verdicts exact"
+        f"with atol {FLOOR_ATOL:g}; integers with no deviation and verdicts exact; values of a kind "
+        "(count, floor, log) by that kind's rule (records.KINDS)"
     )
     return out
 

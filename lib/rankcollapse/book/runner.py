@@ -43,7 +43,7 @@ from ..chapters import module as chapter_module
 from ..chapters import schema as chapter_schema
 from ..jobs import CHAPTER_ENV, JOB_LOG_ENV, append_line
 from .device import resolve_device
-from .params import ParameterError
+from .params import HOW_NOT_WHAT, ParameterError
 
 REPO = Path(os.environ.get("RCBOOK_ROOT", Path(__file__).resolve().parents[3]))
 
@@ -137,8 +137,6 @@ RUNNER_SET = {
     "output_dir": "--out DIR",
     "workers": "-j/--jobs N (the cores of the whole run; each chapter's training pool takes what is free)",
 }
-# parameters that say how a chapter is run, not what it computes: never part of a cache key or a record check
-HOW_NOT_WHAT = ("output_dir", "workers")
 
 
 def prepare(name: str, overrides: dict, profile: str, device: str) -> tuple[dict, dict]:
@@ -716,7 +714,7 @@ def expected_seconds(name: str, profile: str) -> float:
     (:func:`scratch_costs`) when recorded, else its recorded wall time (``data/expected``), inf when it was
     never timed. A record re-made from saved states times only their loading, so by itself it would start a
     chapter that trains for an hour after one that takes a minute."""
-    from .build import expected_path
+    from .records import expected_path
 
     c = scratch_costs(profile).get(name)
     if c and c.get("cpu_s"):

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import bounds as B
 from ..core.san import SAN, SANConfig, random_tokens
 from ..core.trajectory import (
@@ -195,18 +195,9 @@ def _check_heads(widths, heads):
 def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts)."""
     _check_heads(p.widths, p.heads)
-    if p.phase_d % p.phase_heads:
-        raise ParameterError(
-            f"parameters 'phase_d' = {p.phase_d} and 'phase_heads' = {p.phase_heads}: phase_d must be "
-            f"divisible by phase_heads (the phase diagram's d_v = phase_d / phase_heads; "
-            f"{p.phase_d} % {p.phase_heads} != 0)"
-        )
+    require_divisible(p, "phase_d", "phase_heads", "the phase diagram's d_v = phase_d / phase_heads")
     for name in ("phase_dqk", "phase_scales"):
-        v = getattr(p, name)
-        if len(set(v)) != len(v):
-            raise ParameterError(
-                f"parameter '{name}' = {v} repeats a value (the phase diagram has one column per value)"
-            )
+        require_distinct(p, name, why="the phase diagram has one column per value")
 
 
 # -- the certificate: one gamma fitted on calibration inputs ---------------------------------------

@@ -7,7 +7,7 @@ Every repair chapter declares :data:`DRIVER_PARAMS`; ``repair-treatments`` and `
 
 from __future__ import annotations
 
-from ..book.params import Param, ParameterError
+from ..book.params import Param, ParameterError, require_distinct, require_divisible
 
 DRIVER_PARAMS = [
     Param(
@@ -128,11 +128,7 @@ def validate_driver(p) -> None:
                 f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
                 "(the measurement interval)"
             )
-    if p.d_model % p.heads:
-        raise ParameterError(
-            f"parameters 'd_model' = {p.d_model} and 'heads' = {p.heads}: d_model must be divisible by "
-            f"heads ({p.d_model} % {p.heads} != 0)"
-        )
+    require_divisible(p, "d_model", "heads")
     if p.ramp_start + p.settle_steps > p.ramp_end + p.tail_steps:
         # the detector is armed at ramp_start and settles settle_steps after a crossing, within the driver's
         # ramp_end + tail_steps steps
@@ -142,11 +138,7 @@ def validate_driver(p) -> None:
             f"(ramp_start + settle_steps = {p.ramp_start + p.settle_steps} must be at most ramp_end + "
             f"tail_steps = {p.ramp_end + p.tail_steps}, the driver's last step)"
         )
-    if len(set(p.seeds)) != len(p.seeds):
-        raise ParameterError(
-            f"parameter 'seeds' = {p.seeds} repeats a seed (one driver and one healthy network per seed: a "
-            "repeated one would be counted twice)"
-        )
+    require_distinct(p, "seeds", "seed", "one driver and one healthy network per seed, counted once")
 
 
 RECOVERY_PARAMS = [

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core.metrics import res
 from ..core.paths import length_components, path_length_distribution, path_sum_naive
 from ..core.san import SAN, SANConfig, random_tokens
@@ -151,11 +151,7 @@ def validate(p) -> None:
             f"must be at most d_model (each head's d_qk = d_v = d_model // H must be >= 1; "
             f"{p.d_model} // {small[0]} = 0)"
         )
-    if p.big_d % p.big_heads:
-        raise ParameterError(
-            f"parameters 'big_d' = {p.big_d} and 'big_heads' = {p.big_heads}: big_d must be divisible by "
-            f"big_heads (d_qk = d_v = big_d / big_heads; {p.big_d} % {p.big_heads} != 0)"
-        )
+    require_divisible(p, "big_d", "big_heads", "d_qk = d_v = big_d / big_heads")
     fewest = min(p.recon_heads) ** min(p.recon_layers)
     if fewest > p.max_paths:
         raise ParameterError(
@@ -163,12 +159,7 @@ def validate(p) -> None:
             f"'max_paths' = {p.max_paths}: no configuration would be enumerated (the smallest has H^L = "
             f"{fewest} paths > max_paths)"
         )
-    tags = [f"{s:g}" for s in p.share_scales]
-    if len(set(tags)) != len(tags):
-        raise ParameterError(
-            f"parameter 'share_scales' = {p.share_scales} repeats a scale (as printed, {tags}): each "
-            "scale's values are recorded under its name"
-        )
+    require_distinct(p, "share_scales", "scale", "each scale's values are recorded under its name")
 
 
 def rel_fro(a: torch.Tensor, b: torch.Tensor) -> float:

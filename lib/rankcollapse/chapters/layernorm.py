@@ -12,7 +12,7 @@ import math
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import layernorm as lnm
 from ..core import ln_attack as lna
 from ..core.metrics import relative_residual
@@ -135,23 +135,14 @@ FLOOR = 1e-13
 
 def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts)."""
-    if p.d_model % p.n_heads:
-        raise ParameterError(
-            f"parameters 'd_model' = {p.d_model} and 'n_heads' = {p.n_heads}: d_model must be divisible by "
-            f"n_heads (d_qk = d_v = d_model / n_heads; {p.d_model} % {p.n_heads} != 0)"
-        )
+    require_divisible(p, "d_model", "n_heads", "d_qk = d_v = d_model / n_heads")
     if p.n_tokens >= p.d_model:
         raise ParameterError(
             f"parameters 'n_tokens' = {p.n_tokens} and 'd_model' = {p.d_model}: n_tokens must be below "
             "d_model (part (b)'s first input family and part (a)'s side checks are the case of fewer tokens "
             "than features; 2 d_model tokens is the case of more)"
         )
-    tags = [f"{w:g}" for w in p.weight_scales]
-    if len(set(tags)) != len(tags):
-        raise ParameterError(
-            f"parameter 'weight_scales' = {p.weight_scales} repeats a scale (as printed, {tags}): each "
-            "scale's values are recorded under its name"
-        )
+    require_distinct(p, "weight_scales", "scale", "each scale's values are recorded under its name")
 
 
 # -- (a) the matrix form ---------------------------------------------------------------------------

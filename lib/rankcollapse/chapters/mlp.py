@@ -18,7 +18,7 @@ import math
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import bounds
 from ..core.lipschitz import jacobian_norm, mlp_lipschitz_local, mlp_lipschitz_upper
 from ..core.metrics import norm_1inf, relative_residual, res
@@ -117,17 +117,8 @@ FLOOR = 1e-13  # r(X) is clipped here before taking logs: below it float64 round
 
 def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts)."""
-    if p.d_model % p.n_heads:
-        raise ParameterError(
-            f"parameters 'd_model' = {p.d_model} and 'n_heads' = {p.n_heads}: d_model must be divisible by "
-            f"n_heads (d_qk = d_v = d_model / n_heads; {p.d_model} % {p.n_heads} != 0)"
-        )
-    tags = [f"{w:g}" for w in p.weight_scales]
-    if len(set(tags)) != len(tags):
-        raise ParameterError(
-            f"parameter 'weight_scales' = {p.weight_scales} repeats a scale (as printed, {tags}): each "
-            "scale's values are recorded under its name"
-        )
+    require_divisible(p, "d_model", "n_heads", "d_qk = d_v = d_model / n_heads")
+    require_distinct(p, "weight_scales", "scale", "each scale's values are recorded under its name")
     if len(set(p.mlp_scales)) < 4:
         raise ParameterError(
             f"parameter 'mlp_scales' = {p.mlp_scales} needs at least 4 distinct values: the rank "

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import bounds as B
 from ..core.bounds import gamma_min, one_layer_factor
 from ..core.metrics import norm_1, norm_1inf, relative_residual, relative_residual_fro, res
@@ -206,15 +206,9 @@ def validate(p) -> dict:
             f"parameters 'q2_seq' = {p.q2_seq} and 'n_seq' = {p.n_seq}: q2_seq must be at most n_seq (Q2 "
             "reads the first q2_seq of the n_seq sequences)"
         )
-    if len(set(p.architectures)) != len(p.architectures):
-        raise ParameterError(f"parameter 'architectures' = {p.architectures!r} repeats an architecture")
-    if len(set(p.train_seeds)) != len(p.train_seeds):
-        raise ParameterError(f"parameter 'train_seeds' = {p.train_seeds!r} repeats a seed")
-    if p.train_hidden % p.train_heads:
-        raise ParameterError(
-            f"parameters 'train_heads' = {p.train_heads} and 'train_hidden' = {p.train_hidden}: train_heads "
-            f"must divide train_hidden ({p.train_hidden} % {p.train_heads} != 0)"
-        )
+    require_distinct(p, "architectures", "architecture")
+    require_distinct(p, "train_seeds", "seed")
+    require_divisible(p, "train_hidden", "train_heads")
     try:
         train_specs(p)  # every field of every checkpoint to train, checked now
     except pt.PretrainError as e:

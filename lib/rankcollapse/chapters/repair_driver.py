@@ -45,6 +45,38 @@ SCHEMA = Schema(
 )
 
 
+# Hofmann & Mäder (2026), as the page quotes them (not measured here): loss and attention entropy at the
+# collapse (Section 4) and the knife-edge at depth 12 (Figure 5, left). Their driver's schedule is the paper
+# profile's defaults (ramp_start, ramp_end, alpha_min); the specification's CPU scale is the full profile's
+PAPER = {
+    "width": 128,
+    "context": 256,
+    "collapse_loss": (7.55, 7.63),  # nats, GPT-2 vocabulary
+    "unigram_loss": 7.64,
+    "entropy_collapsed": (0.94, 0.99),  # normalised attention entropy (blocks averaged: not said which)
+    "entropy_healthy": (0.65, 0.69),
+    "knife_edge_depth": 12,  # at this depth only alpha_min <= 0.02 collapses
+    "knife_edge_alpha": 0.02,
+}
+
+
+def _num(v) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+
+def glue_paper(ch) -> None:
+    """Glue the numbers the page quotes rather than measures: the paper's (:data:`PAPER`, and its schedule
+    from the paper profile) as ``paper_*``, and the specification's CPU scale (the full profile) as
+    ``spec_*``."""
+    for k, v in PAPER.items():
+        ch.glue(f"paper_{k}", f"{v[0]:g}–{v[1]:g}" if isinstance(v, tuple) else _num(v))
+    for prefix, profile in (("paper", "paper"), ("spec", "full"), ("smoke", "smoke")):
+        for k in ("ramp_start", "ramp_end", "alpha_min", "batch"):
+            ch.glue(f"{prefix}_{k}", _num(SCHEMA.all[k].default(profile)))
+    full = SCHEMA.all
+    ch.glue("spec_ramp_steps", _num(full["ramp_end"].default("full") - full["ramp_start"].default("full")))
+
+
 def corpus_info() -> dict:
     c = lm.corpus()
     return {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct
 from ..core.stats import spearman
 from ..lm import gradpath as gp
 from ..lm import model as lm
@@ -102,12 +102,7 @@ def validate(p) -> None:
                 f"parameter '{name}' = {getattr(p, name)} must be a multiple of 10 "
                 "(the measurement interval)"
             )
-    tags = [f"{m:g}" for m in p.multipliers]
-    if len(set(tags)) != len(tags):
-        raise ParameterError(
-            f"parameter 'multipliers' = {p.multipliers} repeats a multiplier (as printed, {tags}): one "
-            "burst per value and seed, recorded under its name"
-        )
+    require_distinct(p, "multipliers", "multiplier", "one burst per value and seed, recorded under its name")
 
 
 # -- runs -------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import statistics
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct
 from ..lm import runs as rp
 from ..lm import training as tr
 from . import branching, common
@@ -823,8 +823,7 @@ def validate(p) -> None:
             f"parameters 'calib_steps' = {p.calib_steps} and 'branch_steps' = {p.branch_steps}: calib_steps "
             "must not exceed branch_steps (the added loss is read over the branch's first calib_steps steps)"
         )
-    if len(set(p.treatments)) != len(p.treatments):
-        raise ParameterError(f"parameter 'treatments' = {p.treatments} repeats a treatment")
+    require_distinct(p, "treatments", "treatment")
     if "reversed-ramp" in p.treatments and p.branch_steps < p.ramp_end - p.ramp_start:
         raise ParameterError(
             f"parameters 'branch_steps' = {p.branch_steps}, 'ramp_start' = {p.ramp_start} and 'ramp_end' = "

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import adversary as A
 from ..core.metrics import norm_1inf, res
 from ..core.san import SAN, SANConfig, random_tokens
@@ -305,23 +305,14 @@ def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
     again, as :func:`check`)."""
     for d, H in (("d_model", "heads"), ("search_d", "search_heads")):
-        if getattr(p, d) % getattr(p, H):
-            raise ParameterError(
-                f"parameters '{d}' = {getattr(p, d)} and '{H}' = {getattr(p, H)}: {d} must be divisible by "
-                f"{H} (d_qk = d_v = {d} / {H}; {getattr(p, d)} % {getattr(p, H)} != 0)"
-            )
+        require_divisible(p, d, H, f"d_qk = d_v = {d} / {H}")
     if p.subspace_dim >= p.d_model:
         raise ParameterError(
             f"parameters 'subspace_dim' = {p.subspace_dim} and 'd_model' = {p.d_model}: subspace_dim must "
             "be below d_model (the values must have a complement to live in)"
         )
     for name in ("search_depths", "search_betas"):
-        v = getattr(p, name)
-        tags = [f"{x:g}" for x in v]
-        if len(set(tags)) != len(tags):
-            raise ParameterError(
-                f"parameter '{name}' = {v} repeats a value (the frontier has one cell per depth and beta)"
-            )
+        require_distinct(p, name, why="the frontier has one cell per depth and beta")
 
 
 check = validate  # the name the chapter's notebook calls

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import torch
 
-from ..book.params import Param, ParameterError, Schema
+from ..book.params import Param, ParameterError, Schema, require_divisible
 from ..toy import nets as tn
 from ..toy import tasks as tt
 from ..toy.training import cached_train
@@ -221,12 +221,7 @@ def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
     again, as :func:`check`)."""
     for t in TASKS:
-        d, h = getattr(p, f"{t}_d"), getattr(p, f"{t}_heads")
-        if d % h:
-            raise ParameterError(
-                f"parameters '{t}_d' = {d} and '{t}_heads' = {h}: {t}_d must be divisible by {t}_heads "
-                f"({d} % {h} != 0)"
-            )
+        require_divisible(p, f"{t}_d", f"{t}_heads")
     if p.mem_seqs * p.mem_len > len(tt.stdlib_words()):
         raise ParameterError(
             f"parameters 'mem_seqs' x 'mem_len' = {p.mem_seqs * p.mem_len} is not allowed: "

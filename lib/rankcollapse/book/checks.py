@@ -1,0 +1,82 @@
+"""Recording a value as what it is, so that another machine checks it by the right rule.
+
+Three kinds of value cannot be held to a relative tolerance taken from one host's spread
+(:data:`rankcollapse.book.records.KINDS` states each kind's rule):
+
+* a **count** of events or outcomes, out of ``of`` trials: it moves by whole events when a network on a
+  knife-edge falls the other way. The page states it as a proportion with its exact binomial interval
+  (:func:`count_text`), and a sentence or verdict built on it should hold across that interval;
+* a value **at the float floor**, one the chapter itself calls numerically zero (a gradient below
+  eps32 x |W|): its size is round-off, so it is recorded with its floor and checked as below it;
+* a **ratio read in decades** (a floor-level value against a healthy one): checked on a log scale with a
+  stated number of decades.
+
+Each function records through the chapter's :meth:`~rankcollapse.book.notebook.Chapter.value` and marks
+the entry's kind; :func:`rankcollapse.book.records.record_with_spread` and
+:func:`~rankcollapse.book.records.compare` apply the kind's rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def _mark(ch, name: str, **fields: Any) -> None:
+    ch.results.values[name].update(fields)
+
+
+def count(ch, name: str, k: int, *, of: int | None, note: str = "", glue: bool = True) -> int:
+    """Record ``k`` events out of ``of`` (None: no fixed number of trials) as a count."""
+    if isinstance(k, bool) or int(k) != k or k < 0:
+        raise ValueError(f"count '{name}' = {k!r} is not a count (an integer >= 0)")
+    if of is not None and not 0 <= k <= of:
+        raise ValueError(f"count '{name}' = {k} is not out of {of}")
+    v = ch.value(name, int(k), note=note, glue=glue)
+    _mark(ch, name, kind="count", of=None if of is None else int(of))
+    return v
+
+
+def at_floor(ch, name: str, v: Any, *, floor: Any, note: str = "", glue: bool = True) -> Any:
+    """Record ``v``, a value the chapter calls numerically zero, with the ``floor`` it is compared with (one
+    number, or one per leaf of ``v``). Nothing is raised here when ``v`` is above its floor: ``rcbook
+    record`` refuses to record it so (it is a measurement) and ``rcbook check`` fails on it (the science
+    changed)."""
+    v = ch.value(name, v, note=note, glue=glue)
+    _mark(ch, name, kind="floor", floor=floor)
+    return v
+
+
+def in_decades(ch, name: str, v: Any, *, decades: float, note: str = "", glue: bool = True) -> Any:
+    """Record ``v`` (positive numbers) as a ratio read on a log scale, held to ``decades`` on another
+    machine (widened by the measured spread when that is larger)."""
+    if not decades > 0:
+        raise ValueError(f"value '{name}': decades must be > 0, not {decades!r}")
+    v = ch.value(name, v, note=note, glue=glue)
+    _mark(ch, name, kind="log", decades=float(decades))
+    return v
+
+
+def binomial_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) two-sided interval of a proportion seen as ``k`` of ``n``."""
+    from scipy.stats import beta
+
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"{k} of {n} is not a proportion")
+    a = (1.0 - conf) / 2.0
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1.0 - a, k + 1, n - k))
+    return lo, hi
+
+
+def count_range(k: int, n: int, conf: float = 0.95) -> tuple[int, int]:
+    """The counts out of ``n`` inside :func:`binomial_interval`: what another draw of the same trials could
+    give, at ``conf``."""
+    lo, hi = binomial_interval(k, n, conf)
+    return math.ceil(lo * n - 1e-9), math.floor(hi * n + 1e-9)
+
+
+def count_text(k: int, n: int, conf: float = 0.95) -> str:
+    """``"7 of 10 (95% interval 35%–93%)"``: a count with its exact binomial interval, for the page."""
+    lo, hi = binomial_interval(k, n, conf)
+    return f"{k} of {n} ({conf:.0%} interval {lo:.0%}–{hi:.0%})"

@@ -1,0 +1,128 @@
+"""Values of a kind (counts, values at the float floor, ratios in decades): each checked by its own rule.
+
+The rules are fixed in rankcollapse.book.records (KINDS); a chapter marks a value's kind with
+rankcollapse.book.checks. Each test gives a rule evidence for both of its outcomes."""
+
+import json
+
+import pytest
+
+from rankcollapse.book import checks, records
+from rankcollapse.book.results import Results
+
+
+class _Ch:  # what checks needs of a Chapter: value() and results
+    def __init__(self):
+        self.results = Results("t", {})
+
+    def value(self, name, v, *, rtol=0.0, atol=0.0, note="", glue=True):
+        return self.results.value(name, v, rtol=rtol, atol=atol, note=note)
+
+
+def _doc(values, verdicts=None):
+    return {"chapter": "t", "params": {}, "values": values, "verdicts": verdicts or {}}
+
+
+def _recorded(e, variant, value):
+    """``e`` recorded with one other variant whose value is ``value``."""
+    doc = records.record_with_spread(_doc({"x": e}), {variant: _doc({"x": {**e, "value": value}})})
+    return doc["values"]["x"]
+
+
+def _entry(**kw):
+    ch = _Ch()
+    fn = {"count": checks.count, "floor": checks.at_floor, "log": checks.in_decades}[kw.pop("kind")]
+    fn(ch, "x", kw.pop("v"), **kw)
+    return ch.results.values["x"]
+
+
+def test_count_rule_is_one_event_at_least_and_the_measured_move_beyond():
+    e = _entry(kind="count", v=7, of=10)
+    assert e["kind"] == "count" and e["of"] == 10
+    same = _recorded(e, "avx2", 7)
+    assert same["atol"] == 1 and same["rtol"] == 0  # never exact because nothing moved
+    moved = _recorded(e, "avx2", 9)
+    assert moved["atol"] == 2  # the move itself, not a multiple of it
+    row = records.compare(_doc({"x": moved}), _doc({"x": {**e, "value": 5}}))[0]
+    assert row.ok
+    assert not records.compare(_doc({"x": moved}), _doc({"x": {**e, "value": 4}}))[0].ok
+
+
+def test_floor_values_are_checked_as_below_their_floor():
+    e = _entry(kind="floor", v=7e-10, floor=1e-6)
+    rec = _recorded(e, "zen4", 1e-7)
+    assert rec["rtol"] == 0 and rec["kind"] == "floor"
+    # 140x larger, still round-off: a match (a relative tolerance of 3.5 failed on this)
+    assert records.compare(_doc({"x": rec}), _doc({"x": {**e, "value": 1e-7}}))[0].ok
+    # above the floor: the gradient is no longer zero, the science changed
+    assert not records.compare(_doc({"x": rec}), _doc({"x": {**e, "value": 2e-6}}))[0].ok
+    # the run's own floor is the one it is checked against
+    assert records.compare(_doc({"x": rec}), _doc({"x": {**e, "value": 2e-6, "floor": 1e-5}}))[0].ok
+    with pytest.raises(records.RecordError, match="above its floor under zen4"):
+        records.record_with_spread(_doc({"x": e}), {"zen4": _doc({"x": {**e, "value": 3e-6}})})
+    above = _entry(kind="floor", v=3e-6, floor=1e-6)  # recorded by the chapter, refused by the record
+    with pytest.raises(records.RecordError, match="above its floor under this run"):
+        _recorded(above, "zen4", 1e-9)
+
+
+def test_floor_per_leaf():
+    assert records.below_floor([1e-9, 1e-3], [1e-8, 1e-2])
+    assert not records.below_floor([1e-9, 1e-3], [1e-8, 1e-4])
+    assert not records.below_floor([float("nan")], 1.0)
+
+
+def test_ratios_in_decades():
+    e = _entry(kind="log", v=[1e-7, 2e-8], decades=1.0)
+    rec = records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": [3e-7, 2e-8]}})})
+    x = rec["values"]["x"]
+    assert x["decades"] == pytest.approx(max(1.0, 4 * 0.4771), rel=1e-3)  # SAFETY x log10(3)
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": [1e-8, 2e-9]}}))[0].ok  # one decade
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": [1e-10, 2e-8]}}))[0].ok
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": [0.0, 2e-8]}}))[0].ok
+
+
+def test_kind_violations_walks_a_record():
+    ok = {"f": {"value": 1e-9, "rtol": 0.0, "atol": 0.0, "kind": "floor", "floor": 1e-6}}
+    assert records.kind_violations(_doc(ok)) == []
+    bad = {
+        "f": {"value": 1e-9, "rtol": 3.5, "atol": 0.0, "floor": 1e-6},
+        "c": {"value": 3, "rtol": 0.0, "atol": 0.0, "kind": "count", "of": 8},
+        "d": {"value": 2.0, "rtol": 0.0, "atol": 0.0, "kind": "log", "decades": 0},
+    }
+    assert [v.split(":")[0] for v in records.kind_violations(_doc(bad))] == ["f", "c", "d"]
+
+
+def test_malformed_kinds_are_named(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(_doc({"c": {"value": 3, "rtol": 0, "atol": 1, "kind": "count"}})))
+    with pytest.raises(records.MalformedRecord, match="'c' of kind 'count' lacks 'of'"):
+        records.load_checked(p)
+    p.write_text(json.dumps(_doc({"c": {"value": 3, "rtol": 0, "atol": 1, "kind": "tally"}})))
+    with pytest.raises(records.MalformedRecord, match="kind 'tally'"):
+        records.load_checked(p)
+
+
+def test_exact_binomial_interval():
+    lo, hi = checks.binomial_interval(7, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.3475, 0.9333)  # Clopper-Pearson, 95%
+    assert checks.binomial_interval(0, 8)[0] == 0.0 and checks.binomial_interval(8, 8)[1] == 1.0
+    assert checks.count_range(7, 10) == (4, 9)
+    assert checks.count_text(7, 10) == "7 of 10 (95% interval 35%–93%)"
+    with pytest.raises(ValueError):
+        checks.binomial_interval(3, 2)
+
+
+def test_counts_refuse_what_is_not_a_count():
+    with pytest.raises(ValueError, match="not out of 8"):
+        _entry(kind="count", v=9, of=8)
+    with pytest.raises(ValueError, match="not a count"):
+        _entry(kind="count", v=1.5, of=8)
+
+
+RECORD_FILES = sorted((records.REPO / "data" / "expected").glob("*/*.json"))
+
+
+@pytest.mark.parametrize("path", RECORD_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_record_keeps_its_kinds_rules(path):
+    """No value below its own floor held to a relative tolerance, no count held tighter than one event."""
+    assert records.kind_violations(records.load_checked(path)) == []
