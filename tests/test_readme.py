@@ -28,12 +28,15 @@ def test_the_readme_fits_and_opens_with_the_two_commands():
 
 
 def test_the_how_built_page_gets_the_table_when_staged(tmp_path):
-    from rankcollapse.book.build import COSTS_MARKER, stage
+    from rankcollapse.book.build import COSTS_MARKER, GPU_MARKER, stage
+    from rankcollapse.book.estimates import gpu_table
 
-    assert COSTS_MARKER in (REPO / "chapters" / "how-built.md").read_text()
+    src = (REPO / "chapters" / "how-built.md").read_text()
+    assert COSTS_MARKER in src and GPU_MARKER in src
     st = stage("smoke", tmp_path, only=[])
     page = (st / "chapters" / "how-built.md").read_text()
     assert COSTS_MARKER not in page and schedule.cost_table(REPO).splitlines()[0] in page
+    assert GPU_MARKER not in page and gpu_table() in page
 
 
 def test_the_cost_table_simulates_every_recorded_profile():

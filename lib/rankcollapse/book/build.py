@@ -22,6 +22,7 @@ from .runner import REPO, build_dir
 from .sphinxext import STAGED_MARKER
 
 COSTS_MARKER = "<!-- rcbook:costs -->"  # in chapters/how-built.md and README.md
+GPU_MARKER = "<!-- rcbook:gpu -->"  # in chapters/how-built.md: the recorded GPU run (data/gpu/)
 
 
 def is_notebook_source(path: Path) -> bool:
@@ -166,9 +167,11 @@ def stage(profile: str, root: Path | None = None, only: list[str] | None = None)
         intro.write_text(text)
     how = st / "chapters" / "how-built.md"
     if how.exists():  # the costs, read from data/costs/ now (the README carries the same table)
+        from .estimates import gpu_table
         from .schedule import cost_table
 
-        how.write_text(how.read_text().replace(COSTS_MARKER, cost_table(REPO)))
+        text = how.read_text().replace(COSTS_MARKER, cost_table(REPO))
+        how.write_text(text.replace(GPU_MARKER, gpu_table()))
     (st / "chapters" / "status.md").write_text(status_page(profile, root))
     (st / "chapters" / "paper-numbers.md").write_text(papers.page(bdir, profile, staged))
     banner = pages.announcement(profile, staged)

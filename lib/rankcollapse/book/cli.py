@@ -126,14 +126,14 @@ def cmd_cell(a) -> int:
 
 def paper_guard(a, names) -> int | None:
     """The paper profile expects a GPU: without one, say so and estimate the time on one CPU core and on one
-    GPU (under :data:`estimates.GPU_ASSUMPTION`) instead of starting."""
+    GPU (under :data:`estimates.GPU_BASIS`) instead of starting."""
     if a.profile != "paper" or a.device == "cuda" or getattr(a, "allow_cpu", False):
         return None
     import torch
 
     if torch.cuda.is_available():
         return None
-    from .estimates import GPU_ASSUMPTION, gpu_hours, paper_factor
+    from .estimates import GPU_BASIS, gpu_hours, paper_factor
     from .runner import expected_seconds, scratch_costs
 
     costs = scratch_costs("full")
@@ -158,7 +158,7 @@ def paper_guard(a, names) -> int | None:
         "rcbook: the 'paper' profile runs the papers' own sizes and expects a CUDA GPU; "
         "none is available here.\n"
         "Estimated time instead:\n" + "\n".join(lines) + f"\n  total ~{total / 3600:.1f} h on one CPU core, "
-        f"{gpu_hours(total)} h on one GPU ({GPU_ASSUMPTION}).\n"
+        f"{gpu_hours(total)} h on one GPU ({GPU_BASIS}).\n"
         "Run it on a GPU machine with --device cuda (bash make.sh paper), "
         "or add --allow-cpu to start anyway.",
         file=sys.stderr,
