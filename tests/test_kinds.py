@@ -81,6 +81,24 @@ def test_ratios_in_decades():
     assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": [0.0, 2e-8]}}))[0].ok
 
 
+def test_a_ratio_a_rule_reads_is_held_no_wider_than_its_margin_to_the_line():
+    # H3-like: a collapsed/healthy ratio read against 1e-4 (closed) and 1/3 (open)
+    e = _entry(kind="log", v=1e-6, decades=1.0, limits=(1e-4, 1 / 3))
+    assert e["limits"] == [1e-4, 1 / 3]
+    wide = {"avx2": _doc({"x": {**e, "value": 1e-5}})}  # 1 decade measured: SAFETY x 1 = 4 > margin 2
+    x = records.record_with_spread(_doc({"x": e}), wide)["values"]["x"]
+    assert x["margin"] == pytest.approx(2.0) and x["decades"] == pytest.approx(2.0) and not x["fragile"]
+    assert "capped at its margin" in x["note"] and records.kind_violations(_doc({"x": x})) == []
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 5e-5}}))[0].ok  # inside, same side
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 2e-4}}))[0].ok  # crossed 1e-4
+    # a measured deviation that reaches the line: the entry says so
+    far = {"avx2": _doc({"x": {**e, "value": 2e-4}})}
+    y = records.record_with_spread(_doc({"x": e}), far)["values"]["x"]
+    assert y["fragile"] and "FRAGILE" in y["note"]
+    # a hand-widened tolerance past the margin is a violation
+    assert records.kind_violations(_doc({"x": {**x, "decades": 5.0}}))
+
+
 def test_kind_violations_walks_a_record():
     ok = {"f": {"value": 1e-9, "rtol": 0.0, "atol": 0.0, "kind": "floor", "floor": 1e-6}}
     assert records.kind_violations(_doc(ok)) == []

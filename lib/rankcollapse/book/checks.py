@@ -47,13 +47,25 @@ def at_floor(ch, name: str, v: Any, *, floor: Any, note: str = "", glue: bool = 
     return v
 
 
-def in_decades(ch, name: str, v: Any, *, decades: float, note: str = "", glue: bool = True) -> Any:
+def in_decades(
+    ch, name: str, v: Any, *, decades: float, limits: tuple = (), note: str = "", glue: bool = True
+) -> Any:
     """Record ``v`` (positive numbers) as a ratio read on a log scale, held to ``decades`` on another
-    machine (widened by the measured spread when that is larger)."""
+    machine (widened by the measured spread when that is larger). ``limits``: the lines a verdict's rule
+    reads the value against; the tolerance then never reaches past the nearest one, and the check also
+    requires the value on the same side of each."""
     if not decades > 0:
         raise ValueError(f"value '{name}': decades must be > 0, not {decades!r}")
+    if any(not float(x) > 0 for x in limits):
+        raise ValueError(f"value '{name}': limits must be positive, not {limits!r}")
     v = ch.value(name, v, note=note, glue=glue)
-    _mark(ch, name, kind="log", decades=float(decades))
+    _mark(
+        ch,
+        name,
+        kind="log",
+        decades=float(decades),
+        **({"limits": [float(x) for x in limits]} if limits else {}),
+    )
     return v
 
 

@@ -173,7 +173,10 @@ def compare(recorded: dict, now: dict) -> list[Row]:
 #   checked as what it is: below its floor, on the recorded run, under every variant of the spread, and now.
 # * ``log`` (field ``decades``): a ratio read on a log scale (a floor against a healthy value), checked as
 #   |log10 now - log10 recorded| <= decades; the tolerance is max(the chapter's stated decades, SAFETY x the
-#   largest deviation in decades measured between kernel variants).
+#   largest deviation in decades measured between kernel variants). Where a rule reads the value against
+#   lines (field ``limits``: the thresholds), the tolerance is never wider than the value's margin to the
+#   nearest line in decades (field ``margin``), the check also requires it on the same side of every line,
+#   and the entry is ``fragile`` when the measured deviation itself reaches the margin.
 KINDS = {"count": "of", "floor": "floor", "log": "decades"}
 
 
@@ -215,6 +218,31 @@ def decades_apart(a: Any, b: Any) -> float:
     return worst
 
 
+def margin_decades(v: Any, limits) -> float:
+    """The smallest |log10 leaf - log10 line| over the numeric leaves of ``v`` and the ``limits`` (inf when
+    there is no line; 0 when a leaf is not a positive number)."""
+    worst = math.inf
+    for _, x in _leaves(v):
+        for lim in limits or ():
+            if not (_is_num(x) and float(x) > 0 and math.isfinite(float(x))):
+                return 0.0
+            worst = min(worst, abs(math.log10(float(x)) - math.log10(float(lim))))
+    return worst
+
+
+def same_side(a: Any, b: Any, limits) -> bool:
+    """Whether every leaf of ``b`` is on the same side of every line in ``limits`` as that leaf of ``a``."""
+    la, lb = [x for _, x in _leaves(a)], [x for _, x in _leaves(b)]
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if not (_is_num(x) and _is_num(y)):
+            return False
+        if any((float(x) < lim) != (float(y) < lim) for lim in limits or ()):
+            return False
+    return True
+
+
 def _compare_kind(name: str, rec: dict, now: dict) -> Row:
     """The check of a value of kind ``floor`` or ``log`` (:data:`KINDS`)."""
     if rec["kind"] == "floor":
@@ -227,7 +255,12 @@ def _compare_kind(name: str, rec: dict, now: dict) -> Row:
             below_floor(now["value"], floor),
         )
     d = decades_apart(rec["value"], now["value"])
-    return Row(name, rec["value"], now["value"], f"within {rec['decades']:g} decades", d <= rec["decades"])
+    lims = rec.get("limits") or ()
+    ok = d <= rec["decades"] and same_side(rec["value"], now["value"], lims)
+    how = f"within {rec['decades']:.3g} decades" + (
+        f", same side of {', '.join(f'{x:g}' for x in lims)}" if lims else ""
+    )
+    return Row(name, rec["value"], now["value"], how, ok)
 
 
 def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
@@ -252,12 +285,25 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
             raise RecordError(
                 f"value '{name}' (read in decades) is not a positive number under every variant"
             )
-        out["decades"] = max(float(entry["decades"]), SAFETY * d)
+        tol = max(float(entry["decades"]), SAFETY * d)
         out.update(rtol=0.0, atol=0.0)
         meas = (
             f"max deviation over {len(variants)} kernel variant(s) ({_names(variants)}): {d:.2g} decades; "
-            f"tolerance {out['decades']:.2g} decades (rule: max(stated, {SAFETY:g} x measured))"
+            f"tolerance {tol:.2g} decades (rule: max(stated, {SAFETY:g} x measured))"
         )
+        lims = entry.get("limits") or ()
+        if lims:
+            m = margin_decades(entry["value"], lims)
+            out["margin"] = m
+            out["fragile"] = bool(d >= m)
+            if tol > m:
+                tol = m
+                meas += f", capped at its margin to the rule's line(s) {', '.join(f'{x:g}' for x in lims)}"
+            if out["fragile"]:
+                meas += f"; FRAGILE: the measured deviation reaches its margin ({m:.2g} decades)"
+            else:
+                meas += f"; margin {m:.2g} decades"
+        out["decades"] = tol
     else:  # count
         vals = [entry["value"], *(e["value"] for e in other_entries.values())]
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
@@ -292,6 +338,10 @@ def kind_violations(doc: dict) -> list[str]:
             )
         if e.get("kind") == "log" and not e.get("decades", 0) > 0:
             bad.append(f"{name}: read in decades, with decades {e.get('decades')!r}")
+        if e.get("kind") == "log" and e.get("limits"):
+            m = margin_decades(e["value"], e["limits"])
+            if e.get("decades", 0) > m * (1 + 1e-9):
+                bad.append(f"{name}: {e['decades']:.3g} decades, wider than its margin {m:.3g} to its rule")
     return bad
 
 

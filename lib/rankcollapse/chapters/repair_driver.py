@@ -11,6 +11,7 @@ import statistics
 
 import numpy as np
 
+from ..book import checks
 from ..book.params import Param, Schema
 from ..lm import model as lm
 from ..lm import runs as rp
@@ -220,8 +221,12 @@ def record_events(ch, ev: list[dict]) -> list[dict]:
         atol=200,
         note="steps; trained networks drift on other machines, the ramp fixes them to within ~200",
     )
-    ch.value(
-        "heal_events", sum(len(e["heals"]) for e in ev), note="self-healing crossings during the drivers"
+    checks.count(
+        ch,
+        "heal_events",
+        sum(len(e["heals"]) for e in ev),
+        of=None,
+        note="self-healing crossings during the drivers",
     )
     ch.value(
         "final_srank_driver",

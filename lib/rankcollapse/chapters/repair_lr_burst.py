@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_distinct
 from ..core.stats import spearman
 from ..lm import gradpath as gp
@@ -24,9 +25,36 @@ from ..lm import runs as rp
 from ..lm import training as tr
 from . import branching, common
 
-# the paper's Figure 4 (depth 24, 8 held-out networks per multiplier): recovered / networks, and the loss gap
-PAPER = {16.0: "8/8 recovered", 32.0: "0/8 recovered"}
-PAPER_GAP = "0.86–1.04 nats above control (recovered)"
+# the paper's Figure 4 (depth 24, 8 held-out networks per multiplier, bursts of 200 updates): networks that
+# recovered untreated per multiplier, and the recovered networks' loss above their control (nats)
+PAPER_FIG4 = {
+    "depth": 24,
+    "networks": 8,
+    "burst_steps": 200,
+    "recovered": {16.0: 8, 32.0: 0},
+    "gap": (0.86, 1.04),
+}
+PAPER = {m: f"{k}/{PAPER_FIG4['networks']} recovered" for m, k in PAPER_FIG4["recovered"].items()}
+PAPER_GAP = "{:g}–{:g} nats above control (recovered)".format(*PAPER_FIG4["gap"])
+
+
+def glue_paper(ch) -> None:
+    """Glue the paper's Figure 4 numbers the page quotes (:data:`PAPER_FIG4`) as ``paper_*``, for
+    ``glue:md``: depth, burst length, the two multipliers (low, high) with their recoveries, the gap."""
+    f = PAPER_FIG4
+    (lo, k_lo), (hi, k_hi) = sorted(f["recovered"].items())
+    n = f["networks"]
+    for k, v in {
+        "depth": f["depth"],
+        "burst_steps": f["burst_steps"],
+        "x_low": f"{lo:g}",
+        "x_high": f"{hi:g}",
+        "rec_low": f"{k_lo}/{n}",
+        "rec_high": f"{k_hi}/{n}",
+        "gap": "{:g}–{:g}".format(*f["gap"]),
+    }.items():
+        ch.glue(f"paper_{k}", str(v))
+
 
 SCHEMA = Schema(
     "repair-lr-burst",
@@ -657,13 +685,19 @@ def record_bursts(ch, p, runs: dict, sm: dict, which: list) -> None:
     ch.glue("onset_txt", onset_text(p.multipliers, sm, len(p.seeds)))
     n_col = sum(sm[m]["collapsed"] for m in p.multipliers)
     n_rec = sum(sm[m]["recovered"] for m in p.multipliers)
-    ch.value("n_collapsed", n_col, note="collapsed bursts over all seeds and multipliers; trained")
-    ch.value("n_recovered", n_rec, note="of those, recovered untreated; trained")
+    n_bursts = len(p.seeds) * len(p.multipliers)
+    checks.count(
+        ch, "n_collapsed", n_col, of=n_bursts, note="collapsed bursts over all seeds and multipliers"
+    )
+    checks.count(ch, "n_recovered", n_rec, of=n_col, note="of those, recovered untreated")
+    ch.glue("collapsed_text", checks.count_text(n_col, n_bursts))
     ch.glue("climb", CLIMB)
-    ch.value(
+    checks.count(
+        ch,
         "n_climbing",
         len(which),
-        note="collapsed, not recovered, final srank at least CLIMB above its minimum; trained",
+        of=n_col - n_rec,
+        note="collapsed, not recovered, final srank at least CLIMB above its minimum",
     )
 
 
@@ -758,8 +792,14 @@ def record_extensions(ch, p, ext_rows: list[dict]) -> dict:
         note="nats above the extended control at the same step; trained",
     )
     ext_rec = {(r["seed"], r["multiplier"]): r for r in ext_rows if r["recovered_after"] is not None}
-    ch.value("n_extended", len(ext_rows), note="bursts extended; trained")
-    ch.value("n_recovered_extended", len(ext_rec), note="of those, recovered within the extension; trained")
+    checks.count(ch, "n_extended", len(ext_rows), of=None, note="bursts extended (the climbing ones)")
+    checks.count(
+        ch,
+        "n_recovered_extended",
+        len(ext_rec),
+        of=len(ext_rows),
+        note="of those, recovered in the extension",
+    )
     return ext_rec
 
 
@@ -798,25 +838,27 @@ def record_qk(ch, p, qk: dict, sm: dict, ext_rec: dict) -> dict:
     col_rows = [(m, r) for m in p.multipliers for r in sm[m]["rows"] if r["collapsed"]]
     col_qk = [qk["burst"][r["seed"]][m] for m, r in col_rows]
     col_rec = [r["recovered_after"] is not None or (r["seed"], m) in ext_rec for m, r in col_rows]
-    ch.value(
+    checks.in_decades(
+        ch,
         "qk_burst",
         {f"{m:g}": [qk["burst"][s][m] for s in p.seeds] for m in p.multipliers},
-        rtol=1.0,
+        decades=1.0,
         glue=False,
-        note="median Q/K gradient right after each burst; trained float32: order of magnitude",
+        note="median Q/K gradient right after each burst; read in decades",
     )
-    ch.value(
-        "qk_skip_median",
-        qk_skip,
-        rtol=1.0,
-        note="skip-collapsed networks (None: none settled); order of magnitude",
-    )
-    ch.value(
+    if qk_skip is None:
+        ch.value("qk_skip_median", qk_skip, note="skip-collapsed networks: none settled")
+    else:
+        checks.in_decades(
+            ch, "qk_skip_median", qk_skip, decades=1.0, note="skip-collapsed networks; round-off-sized"
+        )
+    checks.in_decades(
+        ch,
         "qk_skip_by_seed",
         {str(s): v for s, v in qk["skip"].items()},
-        rtol=1.0,
+        decades=1.0,
         glue=False,
-        note="each settled skip collapse (the closed reference), per seed; order of magnitude",
+        note="each settled skip collapse (the closed reference), per seed; round-off-sized",
     )
     ch.glue(
         "qk_skip_spread",

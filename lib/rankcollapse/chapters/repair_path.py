@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..book import checks
 from ..book.params import Param, Schema
 from ..core.stats import spearman
 from ..lm import gradpath as gp
@@ -21,6 +22,31 @@ from ..lm import model as lm
 from ..lm import runs as rp
 from ..lm import training as tr
 from . import branching, common
+
+# the paper's numbers this page quotes (depth 12): Figure 2's gradient norms at the collapse, and Figure 6's
+# alpha of collapse and of recovery
+PAPER = {
+    "depth": 12,
+    "task_last": 8e-3,  # task gradient on the attention input, last block
+    "task_first": 1e-8,  # ... first block
+    "task_healthy": 7e-2,  # ~, healthy network
+    "qk_below": 1e-6,  # query-key task gradient below this in every block
+    "hinge_first": 0.34,
+    "hinge_last": 6e-4,
+    "alpha_collapse": (0.02, 0.03),
+    "alpha_recover": 0.25,  # recovery only at alpha >= this
+}
+
+
+def _paper_num(v: float) -> str:
+    return f"{v:.0e}".replace("e-0", "e-") if 0 < abs(v) < 0.01 else f"{v:g}"
+
+
+def glue_paper(ch) -> None:
+    """Glue the paper's numbers the page quotes (:data:`PAPER`) as ``paper_*``, for ``glue:md``."""
+    for k, v in PAPER.items():
+        ch.glue(f"paper_{k}", "–".join(map(_paper_num, v)) if isinstance(v, tuple) else _paper_num(v))
+
 
 SCHEMA = Schema(
     "repair-path",
@@ -1202,8 +1228,9 @@ def record_events(ch, p, events: list[dict]) -> None:
         raise RuntimeError(
             "no driver settled into a collapse: nothing to trace (try more seeds or a lower alpha_min)"
         )
-    ch.value("events", len(events), note="settled collapses among the seeds; trained networks")
+    checks.count(ch, "events", len(events), of=len(p.seeds), note="settled collapses among the seeds")
     ch.glue("n_seeds", len(p.seeds))
+    ch.glue("events_text", checks.count_text(len(events), len(p.seeds)))
 
 
 def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
@@ -1213,12 +1240,13 @@ def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
     Returns those summaries, which the reopening factor and the H3 verdict read."""
     col = {s: g["collapsed"] for s, g in grads.items()}
     hea = {s: g["healthy"] for s, g in grads.items()}
-    ch.value(
+    checks.in_decades(
+        ch,
         "task_qk_collapsed",
         {s: c["task_qk"] for s, c in col.items()},
-        rtol=1.0,
+        decades=1.0,
         glue=False,
-        note="per-block gradient norms of trained float32 networks: order of magnitude only",
+        note="per-block gradient norms of trained float32 networks, round-off-sized: read in decades",
     )
     ch.value(
         "hinge_attn_collapsed",
@@ -1242,23 +1270,39 @@ def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
     hinge_last = float(np.median([c["term_attn"][-1] for c in col.values()]))
     task_first = float(np.median([c["task_attn"][0] for c in col.values()]))
     task_last = float(np.median([c["task_attn"][-1] for c in col.values()]))
-    ch.value(
-        "qk_collapsed_median", qk_col, rtol=1.0, note="median over blocks, then events; order of magnitude"
+    checks.in_decades(
+        ch,
+        "qk_collapsed_median",
+        qk_col,
+        decades=1.0,
+        note="median over blocks, then events; round-off-sized",
     )
     ch.value(
         "qk_healthy_median", qk_hea, rtol=1.0, note="median over blocks, then seeds; order of magnitude"
     )
-    ch.value("qk_ratio", qk_ratio, rtol=1.0, note="collapsed / healthy; order of magnitude")
-    ch.value(
+    checks.in_decades(
+        ch,
+        "qk_ratio",
+        qk_ratio,
+        decades=1.0,
+        limits=(QK_CLOSED, 1 / 3),
+        note="collapsed / healthy; H3 reads it against QK_CLOSED and 1/3",
+    )
+    checks.count(
+        ch,
         "qk_numerically_zero",
         n_zero,
-        atol=12,
+        of=p.depth * len(events),
         note="blocks (over all events) with a numerically zero Q/K gradient",
     )
-    ch.value("hinge_first", hinge_first, rtol=1.0, note="hinge gradient, first block (median over events)")
-    ch.value("hinge_last", hinge_last, rtol=1.0, note="hinge gradient, last block")
-    ch.value("task_first", task_first, rtol=1.0, note="task gradient on attention input, first block")
-    ch.value("task_last", task_last, rtol=1.0, note="task gradient on attention input, last block")
+    checks.in_decades(ch, "hinge_first", hinge_first, decades=1.0, note="hinge gradient, first block")
+    checks.in_decades(ch, "hinge_last", hinge_last, decades=1.0, note="hinge gradient, last block")
+    checks.in_decades(
+        ch, "task_first", task_first, decades=1.0, note="task gradient on attention input, first block"
+    )
+    checks.in_decades(
+        ch, "task_last", task_last, decades=1.0, note="task gradient on attention input, last block"
+    )
     ch.glue("n_blocks_total", p.depth * len(events))
     return {
         "qk_ratio": qk_ratio,
@@ -1777,12 +1821,13 @@ def record_predictor(ch, rows: list[dict], split: dict) -> None:
     """Record the predictor per switch, the thresholds fitted on the development seeds (at the lowest delayed
     alpha and pooled) with their held-out accuracy, and the predictor's Spearman correlations with recovery
     and recovery time; glue those correlations (``"not computed"`` where too few points)."""
-    ch.value(
+    checks.in_decades(
+        ch,
         "predictor_values",
         [r["predictor"] for r in rows],
-        rtol=1.0,
+        decades=1.0,
         glue=False,
-        note="median Q/K gradient right after each switch; order of magnitude",
+        note="median Q/K gradient right after each switch; read in decades",
     )
     ch.value(
         "predictor_threshold",

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import torch
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_divisible
 from ..toy import nets as tn
 from ..toy import tasks as tt
@@ -531,12 +532,15 @@ def record_circle(ch, rows: list[dict], p) -> dict:
         c = counts[arch] = circle_counts(rows, arch)
         for v in VARIANTS:
             tag = f"{arch}_{v}"
-            for k in CLASSES + ("still",):
-                ch.value(f"circle_{k}_{tag}", c[v][k], note=f"count of rollouts classed {k}")
-            ch.value(
+            for k in CLASSES:
+                checks.count(ch, f"circle_{k}_{tag}", c[v][k], of=c[v]["n"], note=f"rollouts classed {k}")
+            checks.count(ch, f"circle_still_{tag}", c[v]["still"], of=None, note="collapsed and stopped")
+            checks.count(
+                ch,
                 f"circle_kept_train_start_{tag}",
                 c[v]["from_train_start"]["kept"],
-                note="count kept from the first training pair",
+                of=c[v]["networks"],
+                note="networks kept from their first training pair",
             )
             errs = [r["radius_err"] for r in rows if r["arch"] == arch and r["variant"] == v]
             ch.value(
