@@ -48,6 +48,20 @@ def test_count_rule_is_one_event_at_least_and_the_measured_move_beyond():
     assert not records.compare(_doc({"x": moved}), _doc({"x": {**e, "value": 4}}))[0].ok
 
 
+def test_counts_per_key_move_by_their_largest_key():
+    e = _entry(kind="count", v={"a": 3, "b": 0}, of={"a": 7, "b": 7})
+    assert e["of"] == {"a": 7, "b": 7}
+    rec = records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": {"a": 5, "b": 1}}})})
+    x = rec["values"]["x"]
+    assert x["atol"] == 2.0 and x["rtol"] == 0.0
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": {"a": 1, "b": 2}}}))[0].ok
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": {"a": 0, "b": 0}}}))[0].ok
+    with pytest.raises(ValueError, match=r"x\[a\]"):
+        _entry(kind="count", v={"a": 8}, of=7)
+    with pytest.raises(records.RecordError, match="not an integer"):
+        records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": {"a": 5}}})})
+
+
 def test_floor_values_are_checked_as_below_their_floor():
     e = _entry(kind="floor", v=7e-10, floor=1e-6)
     rec = _recorded(e, "zen4", 1e-7)

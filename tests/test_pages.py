@@ -62,6 +62,14 @@ def test_rerun_section_gives_the_commands_and_every_parameter():
         "repair-driver", {"params": {"profile": "full", "device": "cpu", "depth": 12}}
     )
     assert "rcbook run repair-driver --profile full --device cpu\n" in full
+    # a long command is broken before its options, never wider than a rerun block
+    long = pages.rerun_markdown(
+        "repair-treatments",
+        {"params": {"profile": "smoke", "seeds": [0, 1, 2, 3, 4, 5, 6, 7], "depth": 16, "d_model": 64}},
+    )
+    block = long.split("```bash")[2].split("```")[0].strip().splitlines()
+    assert len(block) > 2 and all(len(x) <= 80 for x in block)
+    assert all(x.endswith(" \\") for x in block[:-1]) and block[1].startswith("  | .venv/bin/papermill")
 
 
 def test_banner_only_off_the_full_profile():

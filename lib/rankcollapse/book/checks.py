@@ -26,14 +26,30 @@ def _mark(ch, name: str, **fields: Any) -> None:
     ch.results.values[name].update(fields)
 
 
-def count(ch, name: str, k: int, *, of: int | None, note: str = "", glue: bool = True) -> int:
-    """Record ``k`` events out of ``of`` (None: no fixed number of trials) as a count."""
-    if isinstance(k, bool) or int(k) != k or k < 0:
+def _one_count(name: str, k: Any, of: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, float)) or int(k) != k or k < 0:
         raise ValueError(f"count '{name}' = {k!r} is not a count (an integer >= 0)")
     if of is not None and not 0 <= k <= of:
         raise ValueError(f"count '{name}' = {k} is not out of {of}")
-    v = ch.value(name, int(k), note=note, glue=glue)
-    _mark(ch, name, kind="count", of=None if of is None else int(of))
+    return int(k)
+
+
+def count(ch, name: str, k: Any, *, of: Any, note: str = "", glue: bool = True) -> Any:
+    """Record ``k`` events out of ``of`` (None: no fixed number of trials) as a count. ``k`` may also be a
+    mapping of counts (per treatment, per alpha), ``of`` then one number for all or a mapping of the same
+    keys."""
+    if isinstance(k, dict):
+        per = of if isinstance(of, dict) else {key: of for key in k}
+        k = {key: _one_count(f"{name}[{key}]", x, per.get(key)) for key, x in k.items()}
+        of = (
+            {key: None if per.get(key) is None else int(per[key]) for key in k}
+            if isinstance(of, dict)
+            else of
+        )
+    else:
+        k = _one_count(name, k, of)
+    v = ch.value(name, k, note=note, glue=glue and not isinstance(k, dict))
+    _mark(ch, name, kind="count", of=of if isinstance(of, dict) or of is None else int(of))
     return v
 
 

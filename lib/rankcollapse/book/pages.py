@@ -53,6 +53,22 @@ def changed_params(chapter: str, params: dict) -> dict:
     return out
 
 
+def wrap_command(cmd: str, width: int = 76, indent: str = "    ") -> list[str]:
+    """A shell command as lines of at most ``width`` characters where it can be, broken before its options
+    (`` -p``, `` --``) with a backslash continuation, so that a rerun block never scrolls sideways."""
+    import re
+
+    parts = re.split(r" (?=-p |--)", cmd)
+    lines, cur = [], parts[0]
+    for part in parts[1:]:
+        if len(cur) + 1 + len(part) + 2 > width:
+            lines.append(cur + " \\")
+            cur = indent + part
+        else:
+            cur += " " + part
+    return [*lines, cur]
+
+
 def rerun_markdown(chapter: str, doc: dict) -> str:
     """The "How to rerun this page" section for a chapter's results file ``doc`` (its ``params``)."""
     params = dict(doc.get("params", {}))
@@ -69,7 +85,7 @@ def rerun_markdown(chapter: str, doc: dict) -> str:
         "number in its prose) from a clone of the repository, after `bash make.sh setup`:",
         "",
         "```bash",
-        rc,
+        *wrap_command(rc),
         "```",
         "",
         "or, without the runner (Jupytext converts the chapter, papermill executes it; the results and "
@@ -77,7 +93,7 @@ def rerun_markdown(chapter: str, doc: dict) -> str:
         "",
         "```bash",
         f".venv/bin/jupytext --to ipynb -o - chapters/{chapter}.md \\",
-        f"  | .venv/bin/papermill - {chapter}.ipynb{pm}",
+        *wrap_command(f"  | .venv/bin/papermill - {chapter}.ipynb{pm}", indent="      "),
         "```",
         "",
         f"Its parameters in this build, beside the `full` profile's (`rcbook list {chapter}` describes "

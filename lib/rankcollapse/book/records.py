@@ -304,13 +304,18 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
             else:
                 meas += f"; margin {m:.2g} decades"
         out["decades"] = tol
-    else:  # count
-        vals = [entry["value"], *(e["value"] for e in other_entries.values())]
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in vals):
-            raise RecordError(
-                f"value '{name}' is marked as a count but is not an integer under every variant"
-            )
-        moved = max(abs(x - entry["value"]) for x in vals)
+    else:  # count: an integer, or a mapping of integers (the largest move over its keys)
+        base_l = dict(_leaves(entry["value"]))
+        moved = 0
+        for e in [entry, *other_entries.values()]:
+            vl = dict(_leaves(e["value"]))
+            if set(vl) != set(base_l) or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in [*vl.values(), *base_l.values()]
+            ):
+                raise RecordError(
+                    f"value '{name}' is marked as a count but is not an integer under every variant"
+                )
+            moved = max([moved, *(abs(vl[p] - base_l[p]) for p in base_l)])
         out.update(rtol=0.0, atol=float(max(1, moved)))
         meas = (
             f"moved by {moved} over {len(variants)} kernel variant(s) ({_names(variants)}); tolerance "

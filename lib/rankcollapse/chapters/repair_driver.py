@@ -214,7 +214,7 @@ def record_events(ch, ev: list[dict]) -> list[dict]:
     """Record the drivers' outcomes (settled count and steps, self-heals, final srank of drivers and healthy
     networks); returns the settled events, which the collapse section and the H1 verdict read."""
     settled = [e for e in ev if e["settled"] is not None]
-    ch.value("settled_count", len(settled), note="integer; trained networks, may differ on another machine")
+    checks.count(ch, "settled_count", len(settled), of=len(ev), note="drivers whose collapse settled")
     ch.value(
         "settled_steps",
         [e["settled"] for e in ev],

@@ -615,15 +615,19 @@ def record_bursts(ch, p, runs: dict, sm: dict, which: list) -> None:
     and loss gap; the control's srank at the burst's end; the totals and the climbing count (``which``,
     from :func:`climbing`). Glue the collapsing multipliers (in some seed, in every seed, the lowest; "none"
     where there are none) and :data:`CLIMB`."""
-    ch.value(
+    checks.count(
+        ch,
         "collapsed",
         {f"{m:g}": sm[m]["collapsed"] for m in p.multipliers},
-        note="seeds whose burst collapsed the rank, per multiplier (integers); trained networks",
+        of=len(p.seeds),
+        note="seeds whose burst collapsed the rank, per multiplier",
     )
-    ch.value(
+    checks.count(
+        ch,
         "recovered",
         {f"{m:g}": sm[m]["recovered"] for m in p.multipliers},
-        note="collapsed bursts that recovered untreated within the branch, per multiplier; trained",
+        of={f"{m:g}": sm[m]["collapsed"] for m in p.multipliers},
+        note="collapsed bursts that recovered untreated within the branch, per multiplier",
     )
     ch.value(
         "steps_to_recovery",

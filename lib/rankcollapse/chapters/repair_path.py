@@ -1371,10 +1371,12 @@ def table_reopening(p, at_collapse: dict, reopening: dict) -> str:
 def record_switches(ch, p, sw: dict) -> None:
     """Record the switches held at each alpha: events recovered, steps to recovery, final srank and loss
     gap to the healthy network, per event."""
-    ch.value(
+    checks.count(
+        ch,
         "switch_recovered",
         {str(a): sw[a]["recovered"] for a in p.switch_alphas},
-        note="events recovered per held alpha (integers); trained networks",
+        of={str(a): len(sw[a]["rows"]) for a in p.switch_alphas},
+        note="events recovered per held alpha",
     )
     ch.value(
         "switch_steps",

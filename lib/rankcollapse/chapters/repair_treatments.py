@@ -12,6 +12,7 @@ import statistics
 import numpy as np
 import torch
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_distinct
 from ..lm import runs as rp
 from ..lm import training as tr
@@ -165,7 +166,7 @@ def record_events(ch, p, events: list[dict]) -> None:
     betas) and glue the seed count, the ranges of healthy srank and of both thresholds, and where the
     paper's literal threshold lies against the collapse threshold; raises when no driver settled (nothing
     to treat)."""
-    ch.value("events", len(events), note="settled collapses among the seeds; trained networks")
+    checks.count(ch, "events", len(events), of=len(p.seeds), note="settled collapses among the seeds")
     ch.glue("n_seeds", len(p.seeds))
     if not events:
         raise RuntimeError(
@@ -221,14 +222,18 @@ def record_recovery(ch, p, summary: dict) -> None:
     recovery and final srank per treatment (Figure 1); glue the loss terms' recoveries under both, the
     untreated and reversed-ramp recoveries (with the reversed ramp's steps, or "–" where it was not run),
     and the reversed ramp's length and end value for the prose."""
-    ch.value(
+    checks.count(
+        ch,
         "recovered",
         {t: summary[t]["recovered"] for t in p.treatments},
-        note="events recovered per treatment, the book's stricter threshold (integers); trained networks",
+        of={t: summary[t]["events"] for t in p.treatments},
+        note="events recovered per treatment, the book's stricter threshold",
     )
-    ch.value(
+    checks.count(
+        ch,
         "recovered_literal",
         {t: summary[t]["recovered_literal"] for t in p.treatments},
+        of={t: summary[t]["events"] for t in p.treatments},
         note="events recovered per treatment, the paper's literal threshold (half the healthy srank); "
         "trained",
     )

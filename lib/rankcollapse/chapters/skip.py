@@ -11,6 +11,7 @@ import math
 import numpy as np
 import torch
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import adversary as A
 from ..core.metrics import norm_1inf, res
@@ -537,8 +538,8 @@ def record_skip_curves(ch, curves: list[dict]) -> dict:
     san_collapsed = sum(r["r"][-1] <= COLLAPSE_TOL for r in curves if not r["skip"])
     skip_collapsed = sum(r["r"][-1] <= COLLAPSE_TOL for r in curves if r["skip"])
     n_each = sum(1 for r in curves if r["skip"])
-    ch.value("san_collapsed", san_collapsed, note="count")
-    ch.value("skip_collapsed", skip_collapsed, note="count")
+    checks.count(ch, "san_collapsed", san_collapsed, of=n_each, note="pure SANs ending collapsed")
+    checks.count(ch, "skip_collapsed", skip_collapsed, of=n_each, note="SAN+skip networks ending collapsed")
     ch.value(
         "skip_r_L_min",
         min(r["r"][-1] for r in curves if r["skip"]),
