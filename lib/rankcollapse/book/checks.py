@@ -64,24 +64,32 @@ def at_floor(ch, name: str, v: Any, *, floor: Any, note: str = "", glue: bool = 
 
 
 def in_decades(
-    ch, name: str, v: Any, *, decades: float, limits: tuple = (), note: str = "", glue: bool = True
+    ch,
+    name: str,
+    v: Any,
+    *,
+    decades: float,
+    limits: tuple = (),
+    floor: Any = None,
+    note: str = "",
+    glue: bool = True,
 ) -> Any:
     """Record ``v`` (positive numbers) as a ratio read on a log scale, held to ``decades`` on another
     machine (widened by the measured spread when that is larger). ``limits``: the lines a verdict's rule
     reads the value against; the tolerance then never reaches past the nearest one, and the check also
-    requires the value on the same side of each."""
+    requires the value on the same side of each. ``floor``: the float floor the page compares the value
+    with (eps32 x |W|, one number or one per leaf), recorded beside it; a value below it under every kernel
+    variant is better recorded with :func:`at_floor`."""
     if not decades > 0:
         raise ValueError(f"value '{name}': decades must be > 0, not {decades!r}")
     if any(not float(x) > 0 for x in limits):
         raise ValueError(f"value '{name}': limits must be positive, not {limits!r}")
     v = ch.value(name, v, note=note, glue=glue)
-    _mark(
-        ch,
-        name,
-        kind="log",
-        decades=float(decades),
-        **({"limits": [float(x) for x in limits]} if limits else {}),
-    )
+    _mark(ch, name, kind="log", decades=float(decades))
+    if limits:
+        _mark(ch, name, limits=[float(x) for x in limits])
+    if floor is not None:
+        _mark(ch, name, floor=floor)
     return v
 
 

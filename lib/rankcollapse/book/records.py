@@ -328,11 +328,11 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
 
 def kind_violations(doc: dict) -> list[str]:
     """What in a record breaks its kinds' rules (:data:`KINDS`): a value below its own floor held to a
-    relative tolerance (or not marked as a floor value), a count held tighter than one event, a ratio in
-    decades with no decades."""
+    relative tolerance (not marked as a floor value, nor read in decades), a count held tighter than one
+    event, a ratio in decades with no decades or wider than its margin to its rule's lines."""
     bad = []
     for name, e in doc.get("values", {}).items():
-        if "floor" in e and (e.get("kind") != "floor" or e.get("rtol", 0) > 0):
+        if "floor" in e and (e.get("kind") not in ("floor", "log") or e.get("rtol", 0) > 0):
             if below_floor(e["value"], e["floor"]):
                 bad.append(
                     f"{name}: below its floor {format_value(e['floor'])} but held to rtol {e['rtol']:g}"

@@ -1245,6 +1245,7 @@ def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
         "task_qk_collapsed",
         {s: c["task_qk"] for s, c in col.items()},
         decades=1.0,
+        floor={s: [gp.EPS32 * w for w in c["w_qk"]] for s, c in col.items()},
         glue=False,
         note="per-block gradient norms of trained float32 networks, round-off-sized: read in decades",
     )
@@ -1270,13 +1271,16 @@ def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
     hinge_last = float(np.median([c["term_attn"][-1] for c in col.values()]))
     task_first = float(np.median([c["task_attn"][0] for c in col.values()]))
     task_last = float(np.median([c["task_attn"][-1] for c in col.values()]))
+    qk_floor = float(np.median([med([gp.EPS32 * w for w in c["w_qk"]]) for c in col.values()]))
     checks.in_decades(
         ch,
         "qk_collapsed_median",
         qk_col,
         decades=1.0,
+        floor=qk_floor,
         note="median over blocks, then events; round-off-sized",
     )
+    ch.value("qk_floor", qk_floor, rtol=1.0, note="eps32 x |W_qk|, median over blocks, then events")
     ch.value(
         "qk_healthy_median", qk_hea, rtol=1.0, note="median over blocks, then seeds; order of magnitude"
     )
