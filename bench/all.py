@@ -15,6 +15,8 @@ Rows:
   replayed on one shared budget of cores), the 8-core / 2-core ratio against its target, and the 2-core
   prediction of today's runner beside the recorded 2-core wall (the model's error); without per-job
   segments every chapter is one serial unit and the figures are a pessimistic bound, labelled so;
+- the training step at the paper profile's shapes on one CPU core over a GPU, as recorded by
+  bench/gpu_paper.py on a lent H200 (data/gpu/h200.json; not measured here);
 - how busy the cores were in the last parallel run (build/<profile>/last-run.json: the CPU time of the
   chapters that ran over cores x wall time), and how many of its training steps were unique (the step
   ledger: a step whose state fingerprint was already trained is a repeat);
@@ -226,6 +228,21 @@ def main(argv=None) -> int:
                 "unit": "min",
                 "target": "<= 60 (#17; #21 asks <= 25)",
                 "ok": tot / 2 <= 3600,
+            }
+        )
+    gpu = REPO / "data" / "gpu" / "h200.json"
+    if gpu.exists():  # recorded on a lent GPU by bench/gpu_paper.py: what the paper estimates divide by
+        from rankcollapse.book.estimates import gpu_measurement
+
+        g = gpu_measurement(gpu)
+        rows.append(
+            {
+                "benchmark": f"training step at the paper's shapes, one CPU core / {g['device']} "
+                "(recorded: data/gpu/h200.json)",
+                "measured": g["ratio"],
+                "unit": "x",
+                "target": "- (the GPU estimate's ratio)",
+                "ok": True,
             }
         )
     for profile in ("full", "smoke"):  # the book on more cores, simulated from its recorded costs
