@@ -372,3 +372,19 @@ def test_gpu_ratio_is_the_recorded_measurement(tmp_path):
     g = estimates.gpu_measurement(p)
     assert g["ratio"] == pytest.approx(50.0) and g["together"] == pytest.approx(2.0)
     assert g["device"] == "GPU X"
+
+
+def test_check_names_another_pythons_corpus(monkeypatch):
+    """Part III trains on this Python's standard library: where its bytes are not those the records were
+    made with, `rcbook check` says so (and nothing where they are)."""
+    import dataclasses
+
+    from rankcollapse.book import cli
+    from rankcollapse.lm import model
+
+    assert cli.corpus_differs("smoke") == ""  # the records were made with this Python
+    real = model.corpus()
+    fake = dataclasses.replace(real, sha256="0" * 64)
+    monkeypatch.setattr(model, "corpus", lambda root=None: fake)
+    msg = cli.corpus_differs("smoke")
+    assert "standard library" in msg and "0000000000000000 here" in msg and real.sha256[:16] in msg

@@ -330,7 +330,37 @@ def cmd_check(a) -> int:
         f"\ncheck ({a.profile}, kernels '{a.kernels}'): "
         f"{'all results match the recorded ones' if not bad else f'{bad} mismatch(es)'}"
     )
+    other = corpus_differs(a.profile)
+    if other:
+        print(f"note: {other}")
     return 1 if bad else 0
+
+
+def corpus_differs(profile: str) -> str:
+    """A sentence when this Python's standard library, the Part III language model's corpus
+    (:func:`rankcollapse.lm.model.corpus`), is not the one the records were made with (the repair-driver
+    record's ``corpus_sha256``), else ``""``: then every Part III value comes from other training bytes."""
+    import platform
+
+    from .records import expected_path
+
+    path = expected_path(profile, "repair-driver")
+    if not path.exists():
+        return ""
+    rec = load(path)["values"].get("corpus_sha256", {}).get("value")
+    if not rec:
+        return ""
+    from ..lm.model import corpus
+
+    now = corpus().sha256[: len(rec)]
+    if now == rec:
+        return ""
+    return (
+        f"this Python's standard library (Python {platform.python_version()}), which Part III trains on, is "
+        f"not the one the records were made with (corpus sha256 {now} here, {rec} recorded): every Part III "
+        "value comes from other bytes and cannot be expected to match. Set up with the Python the records "
+        "name in README.md (PYTHON=/path/to/that/python bash make.sh setup)"
+    )
 
 
 def cmd_record(a) -> int:
