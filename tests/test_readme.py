@@ -45,3 +45,15 @@ def test_the_cost_table_simulates_every_recorded_profile():
         if (REPO / "data" / "costs" / f"{prof}.json").exists():
             assert f"| `{prof}` |" in table
     assert all(f"{n} cores" in table.splitlines()[0] for n in schedule.SIM_CORES)
+
+
+def test_the_cost_table_says_when_its_model_misses_the_recorded_wall(tmp_path):
+    import json
+
+    doc = json.loads((REPO / "data" / "costs" / "smoke.json").read_text())
+    (tmp_path / "data" / "costs").mkdir(parents=True)
+    sim2 = schedule.simulate(doc, 2)["wall_s"]
+    for wall, marked in ((sim2, False), (sim2 * 1.5, True)):
+        (tmp_path / "data" / "costs" / "smoke.json").write_text(json.dumps({**doc, "wall_s": wall}))
+        table = schedule.cost_table(tmp_path, profiles=("smoke",))
+        assert ("†" in table) == marked and ("-33% off its wall" in table) == marked

@@ -326,7 +326,7 @@ def cost_table(repo: str | Path | None = None, profiles: tuple = ("smoke", "full
     root = Path(repo) if repo else Path(__file__).resolve().parents[3]
     head = "| profile | recorded here (cores: wall, CPU) | " + " | ".join(f"{n} cores" for n in SIM_CORES)
     lines = [head + " |", "|---|---|" + "---|" * len(SIM_CORES)]
-    bound = False
+    bound, off = False, []
     for prof in profiles:
         try:
             doc = json.loads((root / "data" / "costs" / f"{prof}.json").read_text())
@@ -337,7 +337,16 @@ def cost_table(repo: str | Path | None = None, profiles: tuple = ("smoke", "full
         bound |= not seg
         sims = [simulate(doc, n)["wall_s"] for n in SIM_CORES]
         cells = [_dur(s) + ("" if seg else "*") for s in sims]
-        rec = f"{doc.get('cores')}: {_dur(float(doc.get('wall_s') or 0))}, {_dur(cpu)} CPU"
+        wall = float(doc.get("wall_s") or 0)
+        rec = f"{doc.get('cores')}: {_dur(wall)}, {_dur(cpu)} CPU"
+        same = doc.get("cores") in SIM_CORES and seg and wall > 0
+        gap = sims[SIM_CORES.index(doc["cores"])] / wall - 1 if same else 0.0
+        if abs(gap) > 0.15:  # the recorded wall and the model of that run disagree: say so, and why
+            rec += "†"
+            off.append(
+                f"`{prof}`: the simulation of the recorded run is {gap:+.0%} off its wall (how that run was "
+                f"made, and why: `data/costs/{prof}.json`)"
+            )
         lines.append(f"| `{prof}` | {rec} | " + " | ".join(cells) + " |")
     if bound:
         lines.append("")
@@ -345,6 +354,8 @@ def cost_table(repo: str | Path | None = None, profiles: tuple = ("smoke", "full
             "\\* no per-job costs recorded for this profile yet: each chapter counts as one serial unit, so "
             "the time is an upper bound (`rcbook costs` after a build records them)."
         )
+    for o in off:
+        lines += ["", f"† {o}."]
     return "\n".join(lines)
 
 
