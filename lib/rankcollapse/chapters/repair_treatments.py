@@ -27,6 +27,17 @@ PAPER_TABLE2 = {
     "cosine-1x": (0.0618, 0.0380, 0.0881, 0.40),
 }
 
+# the paper's synthetic force test: the penalty's gradient at delta = 1 and at delta = 1e-4, the hinge's
+PAPER_FORCE = {"penalty_d1": 4.9e-4, "penalty_dmin": 3.5e-8, "d_min": 1e-4, "hinge": 0.022}
+
+
+def glue_paper(ch) -> None:
+    """Glue the paper's synthetic force numbers the page quotes (:data:`PAPER_FORCE`) as ``paper_*``."""
+    for k, v in PAPER_FORCE.items():
+        m, e = f"{v:e}".split("e")
+        ch.glue(f"paper_{k}", f"{float(m):g}e{int(e)}" if v < 0.01 else f"{v:g}")
+
+
 SCHEMA = Schema(
     "repair-treatments",
     common.DRIVER_PARAMS
