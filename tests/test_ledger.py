@@ -42,3 +42,17 @@ def test_the_ledger_shows_a_rules_reason_in_place_of_its_evidence(tmp_path):
     assert "{ref}`→ section <claim-skip-c2>`" in c2 and "<details><summary>rule's reason</summary>" in c2
     long = {"evidence": {"reason": "x" * 1000}}
     assert len(ledger.evidence_text(long)) == 400 and ledger.evidence_text(long).endswith("…")
+
+
+def test_the_ledger_says_whether_a_count_verdict_holds_across_its_intervals():
+    from rankcollapse.book import checks
+
+    def rule(ev):
+        return ("supported" if ev["skip"] == 0 else "inconclusive", "")
+
+    fragile = checks.across_interval(rule, {"skip": 0}, {"skip collapsed": (0, 7, checks.at_key("skip"))})
+    note = ledger.interval_note({"evidence": {"across_interval": fragile}})
+    assert note.startswith("Fragile in its counts: skip collapsed at 1 of 7 instead of 0") and "0–2" in note
+    firm = checks.across_interval(lambda ev: ("supported", ""), {"s": 5}, {"s": (5, 9, checks.at_key("s"))})
+    assert ledger.interval_note({"evidence": {"across_interval": firm}}).startswith("Holds across")
+    assert ledger.interval_note({"evidence": {"reason": "no counts"}}) == ""

@@ -106,6 +106,14 @@ def test_record_with_spread_and_verdicts_exact():
     other["params"] = {"seed": 1}
     with pytest.raises(R.RecordError, match="other parameters"):
         R.record_with_spread(doc(), {"avx2": other})
+    # a variant run by other code (an earlier version left in its build root) gives no spread of this code
+    stale, mine = doc(v=1.01), doc()
+    stale["code_hash"], mine["code_hash"] = "a" * 64, "b" * 64
+    with pytest.raises(R.RecordError, match="ran other code"):
+        R.record_with_spread(mine, {"avx2": stale})
+    assert R.record_with_spread(mine, {R.RECORDED: stale})["values"]["x"]["spread"]["variants"] == [
+        R.RECORDED
+    ]
 
 
 def test_the_record_being_replaced_counts_as_one_more_variant():

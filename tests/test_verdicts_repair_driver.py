@@ -51,3 +51,18 @@ def test_the_rule_first_recorded_is_stricter_about_harm():
     assert drv.old_verdict_h1(ev2)[0] == "inconclusive"
     for o in ("supported", "refuted", "inconclusive"):
         assert drv.old_verdict_h1(CASES["H1"][o])[0] == o
+
+
+def test_h1_across_the_counts_intervals_both_outcomes():
+    ten = _ev([1.2] * 10, [2.3] * 10, [0.0] * 10, [0.9] * 10, drivers=10)
+    held = drv.h1_across_interval(ten)  # 10 of 10 settled: its interval 7-10 stays above half
+    assert held["verdict"] == "supported" and "settled drivers" not in held["flips"]
+    assert held["counts"]["settled drivers"] == [10, 10, 7, 10]
+    # 0 of 10 healed: its interval reaches 3 of 10, and one healed event is no longer "supported"
+    assert held["flips"]["healed"][0] == [1, "inconclusive"] and not held["holds"]
+    six = _ev([1.2] * 6, [2.3] * 6, [0.0] * 6, [0.9] * 6, drivers=10)
+    v = drv.h1_across_interval(six)
+    assert v["verdict"] == "supported" and v["flips"]["settled drivers"][0] == [5, "inconclusive"]
+    # refuted (none settled): only the counts with trials are moved; none has any, so it holds
+    none = drv.h1_across_interval(_ev([], [], [], [], drivers=3))
+    assert none["verdict"] == "refuted" and none["holds"] and none["counts"] == {}

@@ -121,3 +121,14 @@ def test_h6_testable_on_the_typical_skip_collapse_not_the_least_closed_one():
     # and when the typical skip collapse does not close the path either, the test is not made
     loose = ev | {"qk_skip_median": 1e-5}
     assert lrb.verdict_h6(loose)[0] == "inconclusive" and "median skip collapse" in lrb.verdict_h6(loose)[1]
+
+
+def test_h6_across_the_recovered_count_both_outcomes():
+    open_qk = [1e-3] * 10
+    # 1 of 10: the exact interval (0.25%-45%) excludes 0, so "supported" holds across it
+    one = lrb.h6_across_interval(_h6(open_qk, [True] + [False] * 9))
+    assert one["verdict"] == "supported" and one["holds"] and one["counts"]["recovered bursts"][2] == 1
+    # 0 of 10: its interval reaches 3 of 10, where the rule would say "supported"
+    none = lrb.h6_across_interval(_h6(open_qk, [False] * 10))
+    assert none["verdict"] == "inconclusive" and not none["holds"]
+    assert none["flips"]["recovered bursts"][0] == [1, "supported"]

@@ -153,3 +153,13 @@ def test_h7_without_a_control_and_old_rule():
 def test_w1_bounds():
     assert rpa.verdict_w1(_w1(wc=2.5))[0] == "inconclusive"
     assert rpa.verdict_w1(_w1(tc=0.8, wc=0.3))[0] == "inconclusive"  # no token collapse: nothing to compare
+
+
+def test_h4_across_the_counts_intervals_both_outcomes():
+    # alpha_col 0.05: recovery from 0.2 (4x) supports; 1 of 6 at 0.1 (2x) could be 3 of 6, which is neither
+    res = rpa.h4_across_interval(_h4(acol=0.05))
+    assert res["verdict"] == "supported" and not res["holds"]
+    assert res["flips"]["recovered at held alpha 0.1"][0] == [3, "inconclusive"]
+    many = ((0.03, 0, 40), (0.1, 0, 40), (0.2, 40, 40), (0.6, 40, 40))
+    res = rpa.h4_across_interval(_h4(acol=0.05, held=many))  # 0 of 40 reaches only 3; 40 of 40 only 37
+    assert res["verdict"] == "supported" and res["holds"]

@@ -166,3 +166,17 @@ def test_min_significant():
     assert trt.min_significant(0, 8) == 4 and trt.min_significant(0, 10) == 4
     assert trt.min_significant(0, 2) is None  # two events cannot show anything at 0.05
     assert trt.min_significant(2, 8) == 7
+
+
+def test_h2_across_the_counts_intervals_both_outcomes():
+    # 0 of 20 everywhere, the ramp at 20 of 20: every count's interval (0-3 of 20) keeps H2 supported
+    far = trt.h2_across_interval(_ev(n=20, rev=20))
+    assert far["verdict"] == "supported" and far["holds"] and far["counts"]["penalty-1x"] == [0, 20, 0, 3]
+    # 0 of 7: a term's interval reaches 2 of 7, the untreated's too; at 7 events the ramp's 4 of 7 reaches
+    # 1 (below half): the verdict does not hold, and the flip is named
+    near = trt.h2_across_interval(_ev(n=7, rev=4))
+    assert near["verdict"] == "supported" and not near["holds"]
+    assert near["flips"]["reversed ramp"][0] == [3, "inconclusive"]
+    from rankcollapse.book import checks
+
+    assert "reversed ramp at 3 of 7 instead of 4" in checks.interval_text(near)

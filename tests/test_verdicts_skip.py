@@ -53,3 +53,20 @@ def test_q1_edges():
         )[0]
         == "supported"
     )
+
+
+def test_c2_across_the_counts_intervals_both_outcomes():
+    def ev(san, skip, n):
+        return {
+            "construct_all_exact": True,
+            "construct_cases": 20,
+            "san_collapsed": san,
+            "skip_collapsed": skip,
+            "networks_per_variant": n,
+        }
+
+    held = sk.c2_across_interval(ev(40, 0, 40))  # 0 of 40 reaches 3; 40 of 40 stays above half
+    assert held["verdict"] == "supported" and not held["holds"]  # 1 skip collapse is not "supported"
+    assert held["flips"]["SAN+skip collapsed"][0] == [1, "inconclusive"]
+    refuted = sk.c2_across_interval(ev(2, 30, 40))  # 30 of 40 vs 2 of 40: refuted over both intervals
+    assert refuted["verdict"] == "refuted" and refuted["holds"]

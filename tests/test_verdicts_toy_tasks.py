@@ -55,3 +55,14 @@ def test_c5_counts_only_tasks_learned_on_two_seeds():
     assert tk.verdict_c5(nothing)[0] == "inconclusive"
     # a task is shallow on most of its learned seeds: one deep seed of three does not make it deep
     assert tk.verdict_c5(_tasks({"sort": [2, 2, 6], "mem": [1, 1, 1]}))[0] == "supported"
+
+
+def test_c2_across_the_counts_intervals_both_outcomes():
+    def ev(a, s, n):
+        c = {"n": n, "diverged": 0, "kept": 0}
+        return {"arch": "bert", "counts": {"attention": c | {"collapsed": a}, "skip": c | {"collapsed": s}}}
+
+    wide = tk.c2_across_interval(ev(90, 0, 100))  # 0 of 100: reaches 3; 90 of 100 never falls to 12
+    assert wide["verdict"] == "supported" and wide["holds"]
+    few = tk.c2_across_interval(ev(5, 0, 9))  # 0 of 9 reaches 3 of 9, above a quarter of 5 of 9
+    assert few["verdict"] == "supported" and not few["holds"] and "skip collapsed" in few["flips"]

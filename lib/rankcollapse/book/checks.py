@@ -1,6 +1,6 @@
 """Recording a value as what it is, so that another machine checks it by the right rule.
 
-Three kinds of value cannot be held to a relative tolerance taken from one host's spread
+Four kinds of value cannot be held to a relative tolerance taken from one host's spread
 (:data:`rankcollapse.book.records.KINDS` states each kind's rule):
 
 * a **count** of events or outcomes, out of ``of`` trials: it moves by whole events when a network on a
@@ -9,7 +9,11 @@ Three kinds of value cannot be held to a relative tolerance taken from one host'
 * a value **at the float floor**, one the chapter itself calls numerically zero (a gradient below
   eps32 x |W|): its size is round-off, so it is recorded with its floor and checked as below it;
 * a **ratio read in decades** (a floor-level value against a healthy one): checked on a log scale with a
-  stated number of decades.
+  stated number of decades;
+* an **exact** integer, one no rounding can move: a size the parameters set (runs, cells, files) or a
+  number a theorem fixes. It is held exactly, and ``rcbook record`` refuses it when it moved between kernel
+  variants (then it is a count). Every other integer is a count: none is held exactly just because no
+  spread was measured for it.
 
 Each function records through the chapter's :meth:`~rankcollapse.book.notebook.Chapter.value` and marks
 the entry's kind; :func:`rankcollapse.book.records.record_with_spread` and
@@ -50,6 +54,19 @@ def count(ch, name: str, k: Any, *, of: Any, note: str = "", glue: bool = True) 
         k = _one_count(name, k, of)
     v = ch.value(name, k, note=note, glue=glue and not isinstance(k, dict))
     _mark(ch, name, kind="count", of=of if isinstance(of, dict) or of is None else int(of))
+    return v
+
+
+def exact(ch, name: str, v: Any, *, why: str, note: str = "", glue: bool = True) -> Any:
+    """Record ``v``, an integer (or a structure of integers) that no rounding can move, held exactly;
+    ``why`` says what fixes it (the parameters, a theorem), and is kept in the record."""
+    if not why:
+        raise ValueError(f"value '{name}': an exact value needs the reason it is exact")
+    leaves = list(v.values()) if isinstance(v, dict) else list(v) if isinstance(v, list) else [v]
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in leaves):
+        raise ValueError(f"value '{name}' = {v!r} is not an integer (or integers): record it as measured")
+    v = ch.value(name, v, note=note, glue=glue)
+    _mark(ch, name, kind="exact", why=why)
     return v
 
 
@@ -116,3 +133,70 @@ def count_text(k: int, n: int, conf: float = 0.95) -> str:
     """``"7 of 10 (95% interval 35%–93%)"``: a count with its exact binomial interval, for the page."""
     lo, hi = binomial_interval(k, n, conf)
     return f"{k} of {n} ({conf:.0%} interval {lo:.0%}–{hi:.0%})"
+
+
+# -- verdicts built on counts: do they hold across the counts' intervals? -------------------------------
+def at_key(*path: Any):
+    """A setter for :func:`across_interval`: ``ev[path[0]][path[1]]... = j``."""
+
+    def put(ev: dict, j: int) -> None:
+        d = ev
+        for k in path[:-1]:
+            d = d[k]
+        d[path[-1]] = j
+
+    return put
+
+
+def across_interval(rule, evidence: dict, counts: dict, conf: float = 0.95) -> dict:
+    """Whether the verdict ``rule(evidence)[0]`` holds when a count it reads takes any value inside its exact
+    binomial interval (:func:`count_range`): what another draw of the same trials (other seeds, another
+    machine's round-off) could have given.
+
+    ``counts``: ``{label: (k, n, setter)}``, ``setter(ev, j)`` putting ``j`` in place of ``k`` in a copy of
+    the evidence (:func:`at_key` for a plain key). Each count is moved alone, the others held at what was
+    seen. Returns ``{"verdict", "holds", "conf", "counts": {label: [k, n, lo, hi]}, "flips": {label: [[j,
+    verdict], ...]}}`` (``flips``: per count, the values inside its interval at which the verdict differs,
+    nearest first)."""
+    import copy
+
+    base = rule(evidence)[0]
+    out: dict = {"verdict": base, "holds": True, "conf": conf, "counts": {}, "flips": {}}
+    for label, (k, n, setter) in counts.items():
+        if not n:
+            continue
+        lo, hi = count_range(int(k), int(n), conf)
+        out["counts"][label] = [int(k), int(n), lo, hi]
+        flips = []
+        for j in sorted(range(lo, hi + 1), key=lambda j: (abs(j - k), j)):
+            if j == k:
+                continue
+            ev = copy.deepcopy(evidence)
+            setter(ev, j)
+            v = rule(ev)[0]
+            if v != base:
+                flips.append([j, v])
+        if flips:
+            out["flips"][label] = flips
+            out["holds"] = False
+    return out
+
+
+def interval_text(res: dict) -> str:
+    """One sentence on :func:`across_interval`'s result, for the page and the verdict's reason."""
+    c = res["counts"]
+    if not c:
+        return "it reads no count with trials to vary"
+    pct = f"{res['conf']:.0%}"
+    if res["holds"]:
+        spans = ", ".join(f"{lab} {lo}–{hi} of {n}" for lab, (k, n, lo, hi) in c.items())
+        return f"it holds across the {pct} interval of every count it reads, each moved alone ({spans})"
+    parts = []
+    for lab, fl in res["flips"].items():
+        k, n, lo, hi = c[lab]
+        j, v = fl[0]
+        parts.append(f"{lab} at {j} of {n} instead of {k} (its interval {lo}–{hi}) gives '{v}'")
+    return (
+        f"it does not hold across the {pct} intervals of the counts it reads, each moved alone: "
+        + "; ".join(parts)
+    )

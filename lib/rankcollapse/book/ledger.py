@@ -195,6 +195,24 @@ def cited(source: str) -> str:
     return source
 
 
+def interval_note(v: dict) -> str:
+    """For a verdict built on counts (its evidence holds ``across_interval``, from
+    :func:`rankcollapse.book.checks.across_interval`): whether it holds with each count anywhere in its exact
+    95% interval, and where not, the nearest count that turns it; else ``""``."""
+    a = v.get("evidence", {}).get("across_interval")
+    if not isinstance(a, dict) or not a.get("counts"):
+        return ""
+    if a.get("holds"):
+        return "Holds across the 95% interval of every count it reads."
+    lab, fl = next(iter(a["flips"].items()))
+    k, n, lo, hi = a["counts"][lab]
+    more = f" ({len(a['flips']) - 1} more count(s) too)" if len(a["flips"]) > 1 else ""
+    return (
+        f"Fragile in its counts: {lab} at {fl[0][0]} of {n} instead of {k}, inside its 95% interval "
+        f"{lo}–{hi}, gives {fl[0][1]}{more}."
+    )
+
+
 def _cell(s: str) -> str:
     return s.replace("|", "/").replace("\n", " ")
 
@@ -229,6 +247,8 @@ def table(build: Path, profile: str, known_chapters, labels: dict | None = None)
                     if v.get("smoke_note")
                     else ""
                 )
+                across = interval_note(v)
+                note += f" <i>{_cell(across)}</i>" if across else ""
                 sentence = _cell(short_evidence(v)).rstrip()
                 sentence += "" if sentence.endswith((".", "!", "?")) else "."
                 ev.append(

@@ -129,6 +129,10 @@ def compare(recorded: dict, now: dict) -> list[Row]:
             continue
         rec = rv[name]
         tol = f"rtol={rec['rtol']:g} atol={rec['atol']:g}"
+        if rec.get("kind") == "count":
+            tol = f"+-{rec['atol']:g} (a count)"
+        elif rec.get("kind") == "exact":
+            tol = "exact"
         if name not in nv:
             rows.append(Row(name, rec["value"], "(missing)", tol, False))
             continue
@@ -177,7 +181,11 @@ def compare(recorded: dict, now: dict) -> list[Row]:
 #   lines (field ``limits``: the thresholds), the tolerance is never wider than the value's margin to the
 #   nearest line in decades (field ``margin``), the check also requires it on the same side of every line,
 #   and the entry is ``fragile`` when the measured deviation itself reaches the margin.
-KINDS = {"count": "of", "floor": "floor", "log": "decades"}
+# * ``exact`` (field ``why``: what fixes it, the parameters or a theorem): an integer no rounding can move,
+#   held exactly; recording refuses it when it moved between kernel variants (it is then a count).
+# Every other integer-only value is a count in all but name: :func:`kind_violations` refuses one held to
+# less than one event, so that no count is exact just because no spread was measured for it.
+KINDS = {"count": "of", "floor": "floor", "log": "decades", "exact": "why"}
 
 
 def _pairs(v: Any, bound: Any):
@@ -269,7 +277,16 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
     kind, variants = entry["kind"], list(other_entries)
     base = entry.get("note", "").split(" || measured:")[0]
     out = {k: v for k, v in entry.items() if k not in ("spread",)}
-    if kind == "floor":
+    if kind == "exact":
+        moved = [vn for vn, e in other_entries.items() if e["value"] != entry["value"]]
+        if moved:
+            raise RecordError(
+                f"value '{name}' is marked exact ({entry['why']}) but moved under {_names(moved)} "
+                f"({format_value(entry['value'])} here): record it as a count"
+            )
+        out.update(rtol=0.0, atol=0.0)
+        meas = f"identical under every kernel variant ({_names(variants)}); held exactly: {entry['why']}"
+    elif kind == "floor":
         for vn, e in {"this run": entry, **other_entries}.items():
             if not below_floor(e["value"], e.get("floor", entry["floor"])):
                 raise RecordError(
@@ -329,7 +346,8 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
 def kind_violations(doc: dict) -> list[str]:
     """What in a record breaks its kinds' rules (:data:`KINDS`): a value below its own floor held to a
     relative tolerance (not marked as a floor value, nor read in decades), a count held tighter than one
-    event, a ratio in decades with no decades or wider than its margin to its rule's lines."""
+    event, an integer held exactly without being marked exact, a ratio in decades with no decades or wider
+    than its margin to its rule's lines."""
     bad = []
     for name, e in doc.get("values", {}).items():
         if "floor" in e and (e.get("kind") not in ("floor", "log") or e.get("rtol", 0) > 0):
@@ -340,6 +358,18 @@ def kind_violations(doc: dict) -> list[str]:
         if e.get("kind") == "count" and (e.get("atol", 0) < 1 or e.get("rtol", 0) > 0):
             bad.append(
                 f"{name}: a count held to atol {e.get('atol', 0):g} rtol {e.get('rtol', 0):g} (< +-1)"
+            )
+        leaves = [x for _, x in _leaves(e["value"])]
+        if (
+            e.get("kind") not in ("count", "exact")
+            and leaves
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in leaves)
+            and e.get("atol", 0) < 1
+            and not e.get("unchecked")
+        ):
+            bad.append(
+                f"{name}: an integer held to atol {e.get('atol', 0):g} with no kind: a count "
+                "(checks.count, +-max(1, measured)) or exact for a stated reason (checks.exact)"
             )
         if e.get("kind") == "log" and not e.get("decades", 0) > 0:
             bad.append(f"{name}: read in decades, with decades {e.get('decades')!r}")
@@ -613,6 +643,12 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
             k: v for k, v in doc.get("params", {}).items() if k not in HOW_RUN
         }:
             raise RecordError(f"variant '{n}' of chapter '{doc['chapter']}' ran with other parameters")
+        if n != RECORDED and d.get("code_hash") != doc.get("code_hash"):
+            # a variant left in its build root by an earlier version of the code: not the spread of this code
+            raise RecordError(
+                f"variant '{n}' of chapter '{doc['chapter']}' ran other code (code "
+                f"{str(d.get('code_hash'))[:12]}, this run {str(doc.get('code_hash'))[:12]}): run it again"
+            )
     for cid, v in doc.get("verdicts", {}).items():
         for n, d in variant_docs.items():
             other = d.get("verdicts", {}).get(cid, {}).get("verdict")

@@ -18,6 +18,7 @@ import math
 import numpy as np
 import torch
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import bounds as B
 from ..core.san import SAN, SANConfig, random_tokens
@@ -613,7 +614,7 @@ def record_curves(ch, rows: list[dict], p) -> None:
     """Record part (a): the number of runs, the median depth to the float64 floor by weight scale and the
     number of collapsed runs; glue the float64 floor and the per-scale depths and scales as lists."""
     floor_depth = depth_to_floor(rows)
-    ch.value("runs", len(rows))
+    checks.exact(ch, "runs", len(rows), why="the parameters set it (seeds x weight scales x widths)")
     ch.value(
         "depth_to_floor_by_scale",
         floor_depth,
@@ -952,13 +953,14 @@ def record_phase(ch, ph: dict) -> None:
     """Record part (d): the counts of cells, collapsed, certified and certified-but-not-collapsed cells (a
     refutation if not 0: the certificate is no longer circular), per d_qk the largest certified and the
     largest collapsed weight scale and their ratio; glue lists for the prose."""
-    ch.value("phase_cells", ph["n_cells"])
+    checks.exact(ch, "phase_cells", ph["n_cells"], why="the parameters set it (the phase diagram's grid)")
     ch.value("phase_collapsed", ph["n_collapsed"], atol=1, note="count; a cell on the threshold may flip")
     ch.value("phase_certified", ph["n_certified"], atol=1, note="count; a cell on the threshold may flip")
-    ch.value(
+    checks.exact(
+        ch,
         "phase_certified_not_collapsed",
         ph["n_certified_not_collapsed"],
-        atol=0,
+        why="the certificate is a bound: a certified cell collapses on any machine; not 0 is no rounding",
         note="count; not 0 would refute (the certificate's gamma is fitted on other inputs)",
     )
     ch.value(

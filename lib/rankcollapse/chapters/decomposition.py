@@ -12,6 +12,7 @@ import time
 import numpy as np
 import torch
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core.metrics import res
 from ..core.paths import length_components, path_length_distribution, path_sum_naive
@@ -388,8 +389,10 @@ def record_reconstruction(ch, recon: list[dict]) -> dict:
         dt: max(max(r["err_recursion"], r["err_rec_vs_paths"]) for r in recon if r["dtype"] == dt)
         for dt in DTYPES
     }
-    ch.value("recon_configs", len(recon))
-    ch.value("recon_max_paths", max(r["paths"] for r in recon))
+    checks.exact(ch, "recon_configs", len(recon), why="the parameters set it (depths x heads x dtypes)")
+    checks.exact(
+        ch, "recon_max_paths", max(r["paths"] for r in recon), why="the parameters set it: (1 + heads)^depth"
+    )
     ch.value(
         "recon_err_f64",
         worst["float64"],
@@ -565,7 +568,13 @@ def record_shares(ch, shares: list[dict], p) -> dict:
     evidence."""
     for r in shares:
         tag = f"{r['scale']:g}".replace(".", "p")
-        ch.value(f"k90_scale{tag}", r["k90"], atol=0, note="integer; exact on any machine up to ties at 0.1")
+        checks.count(
+            ch,
+            f"k90_scale{tag}",
+            r["k90"],
+            of=p.big_layers,
+            note="path lengths that carry 90% of the output; moves where a share sits at the line",
+        )
         ch.value(f"trunc_err_scale{tag}", r["trunc_err"], rtol=1e-6, atol=1e-12, note="float64 norms")
     ch.value(
         "growth_by_scale",
@@ -580,7 +589,7 @@ def record_shares(ch, shares: list[dict], p) -> dict:
         [reg[0]["scale"], reg[-1]["scale"]] if reg else None,
         note="smallest and largest grid scale in the meaningful regime (None: empty)",
     )
-    ch.value("c5_regime_count", len(reg), note="count of grid scales in the regime")
+    checks.count(ch, "c5_regime_count", len(reg), of=len(ev["scales"]), note="grid scales in the regime")
     ch.glue("c5_regime_md", _fmt([r["scale"] for r in reg]))
     ch.glue("c5_identity_md", _fmt([r["scale"] for r in ev["scales"] if r["trunc0"] <= IDENTITY_TOL]))
     ch.glue("c5_explode_md", _fmt([r["scale"] for r in ev["scales"] if r["growth"] > EXPLODE]))
@@ -588,7 +597,7 @@ def record_shares(ch, shares: list[dict], p) -> dict:
     ch.glue("identity_tol", IDENTITY_TOL)
     ch.glue("explode", EXPLODE)
     ref = min(shares, key=lambda r: abs(r["scale"] - 1.0))
-    ch.value("k90_ref", ref["k90"], note="integer")
+    checks.count(ch, "k90_ref", ref["k90"], of=p.big_layers, note="path lengths for 90% at scale 1")
     ch.glue("ref_scale", ref["scale"])
     ch.glue("k90_list", ", ".join(f"{r['k90']} (scale {r['scale']:g})" for r in shares))
     shallow = [r["k90"] <= p.big_layers / 2 for r in shares]

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import torch
 
+from ..book import checks
 from ..book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from ..core import layernorm as lnm
 from ..core import ln_attack as lna
@@ -325,7 +326,13 @@ def record_constructed(ch, ct: list[dict]) -> None:
     ch.value("near1_r_before", near1["before"]["r"], rtol=1e-6, note="float64")
     ch.value("near1_r_after", near1["after"]["r"], rtol=1e-6, note="float64")
     line = next(r for r in ct if r["input"] == "collinear, off the origin")
-    ch.value("line_affine_after", line["after"]["affine_rank"], note="exact rank")
+    checks.exact(
+        ch,
+        "line_affine_after",
+        line["after"]["affine_rank"],
+        why="geometry: a line off the origin projected onto a sphere lies on a circle (affine rank 2)",
+        note="exact rank",
+    )
 
 
 def table_constructed(ct: list[dict]) -> str:

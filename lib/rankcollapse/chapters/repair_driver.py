@@ -188,12 +188,14 @@ def early_dip(p, runs: dict) -> list[dict]:
 def record_corpus(ch, p, info: dict) -> None:
     """Record the corpus (files, bytes, sha256 prefix) and its frequency-table loss; glue the sha prefix and
     the number of seeds for the prose."""
-    ch.value(
+    checks.exact(
+        ch,
         "corpus_files",
         info["files"],
-        note="top-level stdlib .py files of this Python; another Python version differs",
+        why="this Python's standard library sets it (another Python version differs)",
+        note="top-level stdlib .py files of this Python",
     )
-    ch.value("corpus_bytes", info["bytes"], note="exact for this Python version")
+    checks.exact(ch, "corpus_bytes", info["bytes"], why="this Python's standard library sets it")
     ch.value(
         "corpus_sha256",
         info["sha256"][:16],
@@ -333,10 +335,12 @@ def record_dips(ch, dips: list[dict]) -> None:
     lowest dip, the first seed's step and the lowest final srank for the prose."""
     ch.value("healthy_min_srank", [d["min_srank"] for d in dips], rtol=0.3, note="trained networks")
     ch.value("healthy_min_step", [d["min_step"] for d in dips], atol=100, note="steps; trained networks")
-    ch.value(
+    checks.count(
+        ch,
         "healthy_dips_below",
-        [len(d["below"]) for d in dips],
-        note="runs of measurements below the threshold; trained networks",
+        {str(i): len(d["below"]) for i, d in enumerate(dips)},
+        of=None,
+        note="per healthy run: stretches of measurements below the threshold; trained networks",
     )
     ch.glue("dip_min", min(d["min_srank"] for d in dips))
     ch.glue("dip_step", dips[0]["min_step"])
@@ -448,6 +452,35 @@ def old_verdict_h1(ev: dict) -> tuple[str, str]:
 
 VERDICTS = {"H1": verdict_h1}
 
+_H1_LISTS = ("final_srank", "heal_level", "collapse_minus_unigram", "collapse_minus_healthy")
+
+
+def h1_across_interval(ev: dict) -> dict:
+    """:func:`verdict_h1` with each count it reads moved alone through its exact 95% interval
+    (:func:`rankcollapse.book.checks.across_interval`): the settled drivers (out of all; the seen events
+    repeated or dropped in order), and among the settled the healed and the harmful ones (out of the
+    settled; an event made healed sits at its heal level, one made unhealed below it; one made harmful is
+    nearer the unigram loss than its gap to healthy, one made harmless is not)."""
+    k, n = ev["settled"], ev["drivers"]
+    healed = sum(f >= h for f, h in zip(ev["final_srank"], ev["heal_level"]))
+    harmful = sum(abs(u) < g for u, g in zip(ev["collapse_minus_unigram"], ev["collapse_minus_healthy"]))
+
+    def settle(e: dict, j: int) -> None:
+        e["settled"] = j
+        for key in _H1_LISTS:
+            e[key] = [e[key][i % k] for i in range(j)]
+
+    def heal(e: dict, j: int) -> None:
+        e["final_srank"] = [h if i < j else h - 1.0 for i, h in enumerate(e["heal_level"])]
+
+    def harm(e: dict, j: int) -> None:
+        e["collapse_minus_unigram"] = [0.0 if i < j else 1.0 for i in range(k)]
+        e["collapse_minus_healthy"] = [1.0 if i < j else 0.0 for i in range(k)]
+
+    counts = {"settled drivers": (k, n, settle)} if k else {}
+    counts |= {"healed": (healed, k, heal), "harmful": (harmful, k, harm)}
+    return checks.across_interval(verdict_h1, ev, counts)
+
 
 def judge_h1(ch, p, settled: list[dict], info: dict) -> str:
     """Verdict H1 by :data:`RULE_H1`, with the verdict of :data:`OLD_RULE_H1` (the rule first recorded)
@@ -458,6 +491,8 @@ def judge_h1(ch, p, settled: list[dict], info: dict) -> str:
     ch.value("h1_old_rule_verdict", ov, note="H1 under the rule first recorded (OLD_RULE_H1)")
     ch.glue("h1_old_reason", oreason)
     ch.glue("h1_reason", reason)
+    across = h1_across_interval(ev)
+    ch.glue("h1_interval", checks.interval_text(across))
     ch.glue("h1_old_rule", OLD_RULE_H1)
     ch.glue("h1_rule", RULE_H1)
     return ch.verdict(
@@ -469,6 +504,7 @@ def judge_h1(ch, p, settled: list[dict], info: dict) -> str:
         | {
             "reason": f"{reason}; under the rule first recorded: {ov} ({oreason})",
             "old_rule_verdict": ov,
+            "across_interval": across,
         },
     )
 

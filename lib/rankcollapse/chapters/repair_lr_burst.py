@@ -944,6 +944,18 @@ def h6_evidence(p, path: dict) -> dict:
     }
 
 
+def h6_across_interval(ev: dict) -> dict:
+    """:func:`verdict_h6` with the count it reads, the collapsed bursts that recovered (out of the collapsed
+    ones), moved through its exact 95% interval (:func:`rankcollapse.book.checks.across_interval`)."""
+    n = len(ev["recovered"])
+
+    def put(e: dict, j: int) -> None:
+        e["recovered"] = [i < j for i in range(n)]
+
+    k = sum(bool(r) for r in ev["recovered"])
+    return checks.across_interval(verdict_h6, ev, {"recovered bursts": (k, n, put)})
+
+
 def judge_h6_h7(ch, p, sm: dict, path: dict, rec_gaps: list) -> None:
     """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) and H7 (:func:`verdict_h7`, :data:`RULE_H7`). The
     old H6 rule's verdict (:func:`old_verdict_h6`) on the same evidence is recorded as a value beside. Glue
@@ -960,12 +972,14 @@ def judge_h6_h7(ch, p, sm: dict, path: dict, rec_gaps: list) -> None:
     ch.glue("h6_verdict_max_rule", v6max)
     ch.glue("h6_reason_max_rule", why6max)
     ch.glue("h6_rule_change", RULE_H6_CHANGE)
+    across = h6_across_interval(ev6)
+    ch.glue("h6_interval", checks.interval_text(across))
     ch.verdict(
         "H6",
         v6,
         claim="a learning-rate burst collapses the rank with the path open, and it can recover untreated",
         rule=RULE_H6,
-        evidence=ev6 | {"reason": why6, "verdict_before_change": v6max},
+        evidence=ev6 | {"reason": why6, "verdict_before_change": v6max, "across_interval": across},
     )
     old6, old_why6 = old_verdict_h6(ev6)
     ch.value(

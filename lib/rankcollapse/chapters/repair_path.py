@@ -2320,13 +2320,26 @@ def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dic
     )
     ch.value("h4_old_rule_verdict", old, note="the previous H4 rule (the reversed ramp) on the same runs")
     ch.glue("h4_reason", reason)
+    across = h4_across_interval(ev)
+    ch.glue("h4_interval", checks.interval_text(across))
     return ch.verdict(
         "H4",
         v,
         claim="restoring the skip reopens the path at once; rank recovers only far above the collapse scale",
         rule=RULE_H4,
-        evidence=ev | {"old_rule": OLD_RULE_H4, "old_rule_verdict": old, "reason": reason},
+        evidence=ev
+        | {"old_rule": OLD_RULE_H4, "old_rule_verdict": old, "reason": reason, "across_interval": across},
     )
+
+
+def h4_across_interval(ev: dict) -> dict:
+    """:func:`verdict_h4` with each held alpha's recovery count (out of its events) moved alone through its
+    exact 95% interval (:func:`rankcollapse.book.checks.across_interval`)."""
+    counts = {
+        f"recovered at held alpha {a:g}": (r, n, checks.at_key("held", i, 1))
+        for i, (a, r, n) in enumerate(ev["held"])
+    }
+    return checks.across_interval(verdict_h4, ev, counts)
 
 
 def h7_pairs(p, sw: dict, rows: list[dict], controls: dict) -> dict:

@@ -645,6 +645,20 @@ def h2_evidence(p, events: list[dict], summary: dict, literal: bool = False) -> 
     }
 
 
+def h2_across_interval(ev: dict) -> dict:
+    """:func:`verdict_h2` with each recovery count it reads (every term's, the untreated control's, the
+    reversed ramp's, each out of the events) moved alone through its exact 95% interval
+    (:func:`rankcollapse.book.checks.across_interval`)."""
+    n = ev["events"]
+    counts = {t: (k, n, checks.at_key("recovered_by_term", t)) for t, k in ev["recovered_by_term"].items()}
+    if ev["untreated_recovered"] is not None:
+        counts["untreated"] = (ev["untreated_recovered"], n, checks.at_key("untreated_recovered"))
+    if ev["reversed_ramp_recovered"] is not None:
+        rev = ev["reversed_ramp_recovered"]
+        counts["reversed ramp"] = (rev, n, checks.at_key("reversed_ramp_recovered"))
+    return checks.across_interval(verdict_h2, ev, counts)
+
+
 def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
     """Record whether the 1x medians of rho follow the paper's order penalty < cosine < hinge, H2's verdict
     under the paper's literal threshold as a value (``h2_verdict_literal``, its reason glued as
@@ -668,6 +682,8 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
     ev = h2_evidence(p, events, summary)
     v, reason = verdict_h2(ev)
     ch.glue("h2_reason", reason)
+    across = h2_across_interval(ev)
+    ch.glue("h2_interval", checks.interval_text(across))
     v_zero, why_zero = verdict_h2_zero(ev)
     # shown, not checked: the verdict that changed with the machine (RULE_H2_CHANGE) cannot be recorded as a
     # value that must hold elsewhere; it stays in the verdict's evidence
@@ -701,6 +717,7 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
             "calibration_within_5pct": cal_ok,
             "literal": lit | {"verdict": v_lit, "reason": why_lit},
             "first_rule": {"rule": RULE_H2_ZERO, "verdict": v_zero, "reason": why_zero},
+            "across_interval": across,
             "rule_change": RULE_H2_CHANGE,
             "reason": reason,
         },

@@ -447,11 +447,14 @@ def record_constructions(ch, cons: list[dict], p) -> dict:
     exact_all = all(r["exact"] for r in in_range)
     worst_dev = max(abs(r["ratio"] - 1) for r in in_range)
     generic = [r for r in cons if r["family"].endswith("generic input") and r["checkable"]]
-    ch.value("construct_cases", len(in_range), note="count")
-    ch.value(
+    n_fams = sum(r["family"] in fams for r in cons)
+    checks.count(ch, "construct_cases", len(in_range), of=n_fams, note="cases inside the float range")
+    checks.count(
+        ch,
         "construct_unchecked",
         sum(not r["checkable"] for r in cons if r["family"] in fams),
-        note="count of cases that overflow or keep fewer than four digits of the residual",
+        of=n_fams,
+        note="cases that overflow or keep fewer than four digits of the residual",
     )
     ch.value(
         "construct_all_exact", exact_all, note="boolean: every case equal to 1 up to its round-off scale"
@@ -713,6 +716,18 @@ def table_frontier(front: list[dict]) -> str:
     )
 
 
+def c2_across_interval(ev: dict) -> dict:
+    """:func:`verdict_c2` with each collapsed count (the pure SANs', the SAN+skip networks', out of the
+    networks per variant) moved alone through its exact 95% interval
+    (:func:`rankcollapse.book.checks.across_interval`)."""
+    n = ev["networks_per_variant"]
+    counts = {
+        "pure SANs collapsed": (ev["san_collapsed"], n, checks.at_key("san_collapsed")),
+        "SAN+skip collapsed": (ev["skip_collapsed"], n, checks.at_key("skip_collapsed")),
+    }
+    return checks.across_interval(verdict_c2, ev, counts)
+
+
 def judge_c2(ch, cons: dict, curves: dict) -> str:
     """Record the C2 verdict (:func:`verdict_c2`) from part (a)'s constructions (``cons``, as returned by
     :func:`record_constructions`) and part (b)'s counts (``curves``, from :func:`record_skip_curves`); glue
@@ -729,13 +744,15 @@ def judge_c2(ch, cons: dict, curves: dict) -> str:
     }
     v, reason = verdict_c2(evidence)
     ch.glue("c2_reason", reason)
+    across = c2_across_interval(evidence)
+    ch.glue("c2_interval", checks.interval_text(across))
     c2 = ch.verdict(
         "C2",
         v,
         claim="skip connections prevent the collapse (Claim 3.1: parameterisations with "
         "||res(X_L)|| >= ||res(X)|| exist for any depth and arbitrarily small beta)",
         rule=RULE_C2,
-        evidence=evidence | {"reason": reason},
+        evidence=evidence | {"reason": reason, "across_interval": across},
     )
     ch.glue("c2_constructions", "All" if cons["exact_all"] else "Not all")
     return c2

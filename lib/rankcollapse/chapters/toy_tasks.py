@@ -624,14 +624,31 @@ def judge_c2(ch, counts: dict) -> str:
             f"diverged in {c['attention']['diverged']} of {c['attention']['n']}."
         )
     ch.glue("c2_reason", reason)
+    across = c2_across_interval(ev)
+    ch.glue("c2_interval", checks.interval_text(across))
     return ch.verdict(
         "C2",
         v,
         claim="skip connections prevent the collapse of the learned circle dynamics (Fig. 3, the authors' "
         "architecture)",
         rule=RULE_C2,
-        evidence=ev | {"reason": reason},
+        evidence=ev | {"reason": reason, "across_interval": across},
     )
+
+
+def c2_across_interval(ev: dict) -> dict:
+    """:func:`verdict_c2` with each variant's collapsed count (out of its rollouts) moved alone through its
+    exact 95% interval (:func:`rankcollapse.book.checks.across_interval`)."""
+    c = ev["counts"]
+    counts = {
+        f"{'pure attention' if v == 'attention' else v} collapsed": (
+            c[v]["collapsed"],
+            c[v]["n"],
+            checks.at_key("counts", v, "collapsed"),
+        )
+        for v in ("attention", "skip")
+    }
+    return checks.across_interval(verdict_c2, ev, counts)
 
 
 def fig_circle(rows, hidden, arch: str):
