@@ -364,7 +364,7 @@ def corpus_differs(profile: str) -> str:
 
 
 def cmd_record(a) -> int:
-    from .records import RECORDED, RecordError, expected_path, record_with_spread
+    from .records import RECORDED, RecordError, expected_path, moved, record_with_spread
     from .runner import build_dir
 
     variants = [v.strip() for v in (a.spread or "").split(",") if v.strip()]
@@ -398,6 +398,19 @@ def cmd_record(a) -> int:
                 )
                 return 1
             vdocs[v] = load(vp)
+        if a.moved:  # the code moved without changing a number: carry the record's measured tolerances
+            old = expected_path(a.profile, name)
+            if variants or a.with_recorded or not old.exists():
+                print(f"{name}: --moved takes no --spread and needs a record at {old}", file=sys.stderr)
+                return 1
+            rec = load(old)
+            removed = tuple(k for k in rec.get("params", {}) if k not in chapter_schema(name).all)
+            try:
+                docs[name] = (src, moved(rec, doc, removed))
+            except RecordError as e:
+                print(f"rcbook record: {e}", file=sys.stderr)
+                return 1
+            continue
         if a.with_recorded:  # the record being replaced: what another host (or an earlier run) measured
             old = expected_path(a.profile, name)
             if not old.exists():
@@ -420,6 +433,8 @@ def cmd_record(a) -> int:
             + (
                 f" (tolerances from the spread over {', '.join(variants + [RECORDED] * a.with_recorded)})"
                 if variants or a.with_recorded
+                else " (moved: bit-identical, the recorded tolerances kept)"
+                if a.moved
                 else ""
             )
         )
@@ -568,6 +583,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count the record being replaced (written on another host, or by an earlier run with the same "
         "parameters) as one more variant of the spread: what another machine measured widens the tolerance",
+    )
+    p.add_argument(
+        "--moved",
+        action="store_true",
+        help="the code moved without changing a number: keep the record's tolerances and take this run's "
+        "code keys, refused unless every value, verdict and parameter of this (native) run is "
+        "bit-identical to the record's",
     )
     common(p, device=False)
     p.set_defaults(fn=cmd_record)

@@ -709,3 +709,57 @@ def largest_deviation(recorded: dict, now: dict) -> tuple[str, float, float] | N
         if (s["rel"] > 0 or s["abs"] > 0) and (best is None or (s["rel"], s["abs"]) > (best[1], best[2])):
             best = (name, s["rel"], s["abs"])
     return best
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Bit-identical as recorded: JSON equality of the two values (floats compared by their exact repr)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def moved(recorded: dict, now: dict, removed_params: tuple = ()) -> dict:
+    """The record ``recorded`` carried to the code that produced ``now``, a run of the same chapter under
+    the native kernels, when the code moved without changing any computation (``rcbook record --moved``).
+
+    Every value, every verdict (rule text, evidence and reason included) and every parameter must be
+    bit-identical between the record and this run; then the record's tolerances, measured over its kernel
+    variants under the old code, still describe this code, and only its code keys change. A parameter in
+    ``removed_params`` (one the chapter no longer has) may be missing from this run. Anything else that
+    differs is a :class:`RecordError` naming it: the change was not a move, and the chapter is re-recorded
+    with ``--spread``."""
+    ch = now.get("chapter")
+    if recorded.get("chapter") != ch or recorded.get("profile") != now.get("profile"):
+        raise RecordError(f"--moved: the record is of {recorded.get('chapter')}/{recorded.get('profile')}")
+    if (now.get("kernels") or {}).get("variant", "native") != "native":
+        raise RecordError(
+            f"--moved: chapter '{ch}' ran under kernel variant {now['kernels'].get('variant')}"
+        )
+    rp = {k: v for k, v in recorded.get("params", {}).items() if k not in HOW_RUN}
+    np_ = {k: v for k, v in now.get("params", {}).items() if k not in HOW_RUN}
+    gone = {k for k in set(rp) - set(np_) if k in removed_params}
+    if {k: v for k, v in rp.items() if k not in gone} != np_:
+        diff = sorted(k for k in set(rp) | set(np_) if k not in gone and rp.get(k) != np_.get(k))
+        raise RecordError(f"--moved: chapter '{ch}' ran with other parameters ({', '.join(diff)})")
+    rv, nv = recorded.get("values", {}), now.get("values", {})
+    if set(rv) != set(nv):
+        raise RecordError(
+            f"--moved: chapter '{ch}' records other values (only recorded: {sorted(set(rv) - set(nv))}, "
+            f"only now: {sorted(set(nv) - set(rv))})"
+        )
+    differ = [n for n in rv if not _same(rv[n].get("value"), nv[n].get("value"))]
+    if differ:
+        raise RecordError(f"--moved: chapter '{ch}' computes other numbers: {', '.join(differ[:8])}")
+    rver, nver = recorded.get("verdicts", {}), now.get("verdicts", {})
+    vdiff = [c for c in set(rver) | set(nver) if not _same(rver.get(c), nver.get(c))]
+    if vdiff:
+        raise RecordError(f"--moved: chapter '{ch}' decides other verdicts: {', '.join(sorted(vdiff))}")
+    out = dict(recorded)
+    out["params"] = {k: v for k, v in recorded.get("params", {}).items() if k not in gone}
+    for k in ("code_hash", "library_hash", "library_version"):
+        out[k] = now.get(k)
+    out["moved"] = (
+        f"carried from code {str(recorded.get('code_hash'))[:12]} to {str(now.get('code_hash'))[:12]}: "
+        "a native run of the new code computed every value and verdict bit-identically, so the tolerances "
+        "measured over the old code's kernel variants stand"
+        + (f"; parameter(s) removed: {', '.join(sorted(gone))}" if gone else "")
+    )
+    return out
