@@ -178,7 +178,7 @@ def test_profiles_resolve_and_pass_checks(profile):
         assert p["profile"] == profile
     sk.check(SimpleNamespace(**sk.SCHEMA.resolve({"profile": profile})))
     c = col.SCHEMA.resolve({"profile": profile})
-    col._check_heads(c["widths"], c["heads"])
+    col.experiments._check_heads(c["widths"], c["heads"])
     if profile == "paper":  # BERT-Base-sized SAN
         assert 768 in c["widths"] and 12 in c["heads"] and c["n_tokens"] == 128 and c["n_layers"] == 12
 

@@ -147,9 +147,9 @@ def test_san_config_refuses_a_width_heads_do_not_divide():
 
 def test_decomposition_reconstruction_keeps_its_floor_widths():
     """The smoke grid has H = 3 at d = 16: the reconstruction gives d // H explicitly, as before."""
-    from rankcollapse.chapters import decomposition as dec
+    from rankcollapse.chapters.decomposition import experiments
 
-    rows = dec.reconstruction([1], [3], 4, 16, 1.0, 100, 0, "cpu", log=lambda m: None)
+    rows = experiments.reconstruction([1], [3], 4, 16, 1.0, 100, 0, "cpu", log=lambda m: None)
     assert rows and all(r["err_paths"] < 1e-5 for r in rows)
 
 

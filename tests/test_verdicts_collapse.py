@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from rankcollapse.chapters import collapse as col
+from rankcollapse.chapters.collapse import experiments, figures, verdicts
 from rankcollapse.core import bounds as B
 from rankcollapse.core import trajectory as T
 from rankcollapse.core.metrics import relative_residual
@@ -51,23 +51,23 @@ CASES = {
     ],
 )
 def test_c1_rule_branches(kw, outcome):
-    v, why = col.verdict_c1(_ev(**kw))
+    v, why = verdicts.verdict_c1(_ev(**kw))
     assert v == outcome, why
 
 
 def test_c1_reason_says_where_it_holds_and_the_numbers():
-    _, why = col.verdict_c1(_ev())
+    _, why = verdicts.verdict_c1(_ev())
     assert "weight scales 0.5, 1" in why and "3.00" in why and "12 of 12" in why
 
 
 def test_old_rule_kept_for_comparison():
     base = {"certified": 4, "certified_collapsed": 4, "exponent_certified_median": 3.0}
-    assert col.old_verdict_c1(base) == "supported"
-    assert col.old_verdict_c1({**base, "certified_collapsed": 3}) == "refuted"
-    assert col.old_verdict_c1({**base, "exponent_certified_median": 1.1}) == "refuted"
-    assert col.old_verdict_c1({**base, "exponent_certified_median": 1.8}) == "inconclusive"
+    assert verdicts.old_verdict_c1(base) == "supported"
+    assert verdicts.old_verdict_c1({**base, "certified_collapsed": 3}) == "refuted"
+    assert verdicts.old_verdict_c1({**base, "exponent_certified_median": 1.1}) == "refuted"
+    assert verdicts.old_verdict_c1({**base, "exponent_certified_median": 1.8}) == "inconclusive"
     assert (
-        col.old_verdict_c1(
+        verdicts.old_verdict_c1(
             {**base, "certified": 0, "certified_collapsed": 0, "exponent_certified_median": None}
         )
         == "inconclusive"
@@ -75,7 +75,7 @@ def test_old_rule_kept_for_comparison():
 
 
 def test_linear_reference():
-    assert col.linear_reference([1.0, 0.5, 0.01], 3) == pytest.approx([1.0, 0.5, 0.25])
+    assert figures.linear_reference([1.0, 0.5, 0.01], 3) == pytest.approx([1.0, 0.5, 0.25])
 
 
 def test_decaying_segment_and_its_fit():
@@ -103,33 +103,33 @@ def test_depth_bound_and_certificate_margin_by_hand():
     lb = T.log10_depth_bound(4.0, 0.25, 2)
     assert lb == pytest.approx([math.log10(0.25), math.log10(0.5**3 / 2), math.log10(0.5**9 / 2)])
     assert T.certificate_margin(4.0, 0.25) == pytest.approx(math.log10(0.5))
-    c = col.certify(0.5, 2.0, 1, 4, 0.25)  # f = 4 * 0.5 * 2 * 1 / 2 = 2
+    c = experiments.certify(0.5, 2.0, 1, 4, 0.25)  # f = 4 * 0.5 * 2 * 1 / 2 = 2
     assert c["factor"] == pytest.approx(2.0)
     assert c["certified"] and c["log10_input_scale"] == pytest.approx(-math.log10(math.sqrt(2) * 0.25))
-    assert not col.certify(math.nan, 2.0, 1, 4, 0.25)["certified"]
+    assert not experiments.certify(math.nan, 2.0, 1, 4, 0.25)["certified"]
 
 
 def test_predict_depth_holds_fails_and_informs():
     # f = 1, res0 = 0.5: bound 0.5^(3^l); an actual residual above it at layer 2 is a failed prediction
     res = [0.5, 0.1, 0.01]
-    pred = col.predict_depth(res, 3, 1.0)
+    pred = experiments.predict_depth(res, 3, 1.0)
     assert [p["holds"] for p in pred] == [True, False]
     assert pred[0]["gap"] == pytest.approx(math.log10(0.125 / 0.1))
     assert all(p["informative"] for p in pred)
-    assert col.predict_depth(res, 1, 1.0) == []
+    assert experiments.predict_depth(res, 1, 1.0) == []
 
 
 def test_gamma_slope_reads_the_power_of_the_residual():
     layers = [{"layer": l, "res_in": r, "gamma": 3.0 * r**-0.5} for l, r in ((1, 1.0), (2, 0.1), (3, 0.01))]
-    assert col.gamma_slope(layers, (0, 3)) == pytest.approx(-0.5)
-    assert col.gamma_slope(layers, (0, 1)) is None  # one layer: no slope
+    assert experiments.gamma_slope(layers, (0, 3)) == pytest.approx(-0.5)
+    assert experiments.gamma_slope(layers, (0, 1)) is None  # one layer: no slope
 
 
 def test_crossing_interpolates_in_log_scale_and_censors():
-    s, cens = col._crossing([1.0, 10.0], [-1.0, 1.0])
+    s, cens = experiments._crossing([1.0, 10.0], [-1.0, 1.0])
     assert s == pytest.approx(math.sqrt(10.0)) and not cens
-    assert col._crossing([1.0, 10.0], [-1.0, -0.5]) == (10.0, True)
-    assert col._crossing([1.0, 10.0], [0.5, 1.0]) == (None, False)
+    assert experiments._crossing([1.0, 10.0], [-1.0, -0.5]) == (10.0, True)
+    assert experiments._crossing([1.0, 10.0], [0.5, 1.0]) == (None, False)
 
 
 def test_calibrated_gamma_is_the_largest_over_inputs_and_layers():
@@ -148,13 +148,13 @@ def test_calibrated_gamma_ignores_round_off_layers():
     san = SAN.random(SANConfig(6, 1, 16, weight_scale=4.0), 0)
     Xs = torch.cat([c * random_tokens(16, 16, 500, batch=4) for c in (1.0, 0.1, 0.01)])
     floor = T.float_floor(torch.float64, 100.0)
-    kept = B.calibrated_gamma(san, Xs, col.gamma_trust(floor))
+    kept = B.calibrated_gamma(san, Xs, experiments.gamma_trust(floor))
     assert kept["gamma"] < 1.0  # the a-priori gamma of signal layers is far below one
     assert kept["pairs"] < 12 * 6
 
 
 def test_curves_rows_at_a_tiny_size():
-    rows = col.curves(
+    rows = experiments.curves(
         8, 4, [8], [1], [0.5, 2.0], 1, True, 100.0, 1e-3, 0, "cpu", 2, [1.0, 0.01], log=lambda m: None
     )
     assert len(rows) == 2
@@ -164,6 +164,6 @@ def test_curves_rows_at_a_tiny_size():
         if not r["cert"]["certified"]:
             assert r["scaled"] is not None
             assert r["scaled"]["margin"] == pytest.approx(-math.log10(2.0), abs=1e-9)
-    s = col.curves_summary(rows)
-    ev = col.c1_evidence(s, {"n_certified_runs": 0, "n_certified_runs_collapsed": 0})
-    assert col.verdict_c1(ev)[0] in ("supported", "refuted", "inconclusive")
+    s = experiments.curves_summary(rows)
+    ev = verdicts.c1_evidence(s, {"n_certified_runs": 0, "n_certified_runs_collapsed": 0})
+    assert verdicts.verdict_c1(ev)[0] in ("supported", "refuted", "inconclusive")

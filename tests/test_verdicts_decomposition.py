@@ -1,7 +1,7 @@
 """The decomposition chapter's verdicts, each a pure function of its evidence: synthetic evidence for every
 outcome (``CASES``, checked by tests/test_verdict_rules.py) and the edge cases (no experiment run)."""
 
-from rankcollapse.chapters import decomposition as dec
+from rankcollapse.chapters.decomposition import verdicts
 
 
 def _d1(e64=5e-16, e32=4e-7, big=6e-16, configs=20):
@@ -38,15 +38,15 @@ CASES = {
 def test_c5_ignores_the_grid_outside_the_regime():
     # the old rule read every scale: here it would say "inconclusive" (k90 = 0 at 0.25, = L at 2)
     ev = CASES["C5"]["supported"]
-    assert [r["scale"] for r in dec.c5_regime(ev["scales"])] == [0.7, 1.0]
+    assert [r["scale"] for r in verdicts.c5_regime(ev["scales"])] == [0.7, 1.0]
     # adding more identity-dominated or exploded scales changes nothing
     more = _c5([(0.1, 0.0, 0.0, 1.0), *[tuple(r.values())[:4] for r in ev["scales"]], (8.0, 1.0, 1.0, 1e9)])
-    assert dec.verdict_c5(more)[0] == "supported"
+    assert verdicts.verdict_c5(more)[0] == "supported"
     # fewer than two scales in the regime: too few to decide
-    assert dec.verdict_c5(_c5([IDENTITY, (1.0, 0.68, 0.03, 3.3), EXPLODED]))[0] == "inconclusive"
-    reason = dec.verdict_c5(ev)[1]
+    assert verdicts.verdict_c5(_c5([IDENTITY, (1.0, 0.68, 0.03, 3.3), EXPLODED]))[0] == "inconclusive"
+    reason = verdicts.verdict_c5(ev)[1]
     assert "0.7 to 1" in reason and "0.25" in reason and "2" in reason
 
 
 def test_d1_without_configurations_is_inconclusive():
-    assert dec.verdict_d1(_d1(configs=0))[0] == "inconclusive"
+    assert verdicts.verdict_d1(_d1(configs=0))[0] == "inconclusive"
