@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from rankcollapse.chapters import layernorm as lnc
+from rankcollapse.chapters.layernorm import verdicts as ln_verdicts
 from rankcollapse.core import layernorm as lnm
 from rankcollapse.core import ln_attack as lna
 from rankcollapse.core.adversary import head_betas
@@ -71,6 +71,6 @@ def test_rank_gap_decades():
 
 def test_old_c4_rule_kept_for_the_comparison():
     calm = {"depth_ln": 4, "depth_plain": 3, "dA": 0.5, "collapsed_ln": 1.0, "collapsed_san": 1.0}
-    assert lnc.old_rule_c4([calm]) == "supported"
-    assert lnc.old_rule_c4([calm | {"depth_ln": 10}]) == "refuted"
-    assert lnc.old_rule_c4([calm | {"depth_ln": 8}]) == "inconclusive"
+    assert ln_verdicts.old_verdict_c4([calm]) == "supported"
+    assert ln_verdicts.old_verdict_c4([calm | {"depth_ln": 10}]) == "refuted"
+    assert ln_verdicts.old_verdict_c4([calm | {"depth_ln": 8}]) == "inconclusive"

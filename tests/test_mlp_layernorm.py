@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from rankcollapse.chapters import mlp as mlpc
+from rankcollapse.chapters.mlp import experiments as mlp_experiments
 from rankcollapse.core import layernorm as lnm
 from rankcollapse.core import paths
 from rankcollapse.core.lipschitz import (
@@ -84,7 +84,7 @@ def test_power_iteration_on_a_linear_map():
 
 
 def test_lambda_check_known_constants():
-    chk = mlpc.lambda_check(8, 16, seed=0, iters=20)
+    chk = mlp_experiments.lambda_check(8, 16, seed=0, iters=20)
     assert chk["max_rel_err_power"] < 1e-6
     assert chk["diag_product"] == pytest.approx(3.0) and chk["diag_power"] == pytest.approx(3.0, rel=1e-9)
     assert chk["linear_product"] >= chk["linear_exact"] - 1e-12  # product of norms is an upper bound
@@ -107,9 +107,9 @@ def test_network_sensitivity_relative_is_scale_free_for_a_linear_network():
 
 
 def test_rank_preservation_helpers():
-    assert mlpc.preservation([1.0, 1e-2, 1e-20]) == pytest.approx((0 - 2 - 13) / 3)
-    assert mlpc.depth_to_collapse([1.0, 0.5, 1e-7, 1e-9], 1e-6) == 2
-    assert mlpc.depth_to_collapse([1.0, 0.5], 1e-6) == 2
+    assert mlp_experiments.preservation([1.0, 1e-2, 1e-20]) == pytest.approx((0 - 2 - 13) / 3)
+    assert mlp_experiments.depth_to_collapse([1.0, 0.5, 1e-7, 1e-9], 1e-6) == 2
+    assert mlp_experiments.depth_to_collapse([1.0, 0.5], 1e-6) == 2
 
 
 # -- LN as matrices ----------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Small hand-made evidence for every outcome of every verdict of the `layernorm` chapter (``CASES``,
 checked by tests/test_verdict_rules.py), and the edge cases (no experiment run)."""
 
-from rankcollapse.chapters import layernorm as lnc
+from rankcollapse.chapters.layernorm import verdicts
 
 
 def _row(label, depth_ln, depth_plain):
@@ -51,16 +51,18 @@ CASES = {
 
 def test_c4_more_edges():
     # a horizon too short for a change of more than 5 layers cannot support the claim
-    v, reason = lnc.verdict_c4(_c4(_CALM, [_row("constructed", 5, 4)], horizon=6))
+    v, reason = verdicts.verdict_c4(_c4(_CALM, [_row("constructed", 5, 4)], horizon=6))
     assert v == "inconclusive" and "horizon" in reason
     # LN hastening the collapse by more than 5 layers is a role too
-    assert lnc.verdict_c4(_c4(_CALM, [_row("searched without LN", 5, 17)]))[0] == "refuted"
+    assert verdicts.verdict_c4(_c4(_CALM, [_row("searched without LN", 5, 17)]))[0] == "refuted"
     # a role at random init alone refutes
-    assert lnc.verdict_c4(_c4([_row("weight scale 4, post-LN", 12, 4)], [_row("c", 4, 4)]))[0] == "refuted"
+    assert (
+        verdicts.verdict_c4(_c4([_row("weight scale 4, post-LN", 12, 4)], [_row("c", 4, 4)]))[0] == "refuted"
+    )
     # an adversary that ran nothing cannot support
-    assert lnc.verdict_c4(_c4(_CALM, []))[0] == "inconclusive"
+    assert verdicts.verdict_c4(_c4(_CALM, []))[0] == "inconclusive"
 
 
 def test_ln2_too_few_inputs():
     ev = {"tested": 10, "counterexamples": [], "min_tested": 100, "min_gap_decades": 6.0}
-    assert lnc.verdict_ln2(ev)[0] == "inconclusive"
+    assert verdicts.verdict_ln2(ev)[0] == "inconclusive"

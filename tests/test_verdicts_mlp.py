@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rankcollapse.chapters import mlp as mlpc
+from rankcollapse.chapters.mlp import experiments, report, verdicts
 from rankcollapse.core.san import SAN, SANConfig, random_tokens
 
 
@@ -34,7 +34,7 @@ CASES = {
 
 
 def test_q3_rule_edges():
-    f = mlpc.verdict_q3
+    f = verdicts.verdict_q3
     # a family at round-off cannot buy rank, however large its gain: nothing to judge
     assert f({"families": {"deep": _fam(1e-14, 5.0, 5.0)}})[0] == "inconclusive"
     # no family buys rank
@@ -47,7 +47,7 @@ def test_q3_rule_edges():
 
 def test_c3_refutation_wins_over_support_elsewhere():
     ev = {"ws1": _ws(3.0, 0.0, -10.0, -7.0), "ws2": _ws(1.0, 0.0, -6.0, -7.0)}
-    assert mlpc.verdict_c3(ev)[0] == "refuted"
+    assert verdicts.verdict_c3(ev)[0] == "refuted"
 
 
 def test_slowing_summary_and_table():  # moved here from tests/test_mlp_layernorm.py
@@ -55,22 +55,22 @@ def test_slowing_summary_and_table():  # moved here from tests/test_mlp_layernor
         {"weight_scale": 1.0, "mlp_scale": s, "A": a, "lambda": 2 * s, "depth": 3}
         for s, a in ((1.0, -8.0), (2.0, -6.0), (4.0, -4.0), (8.0, -7.0))
     ]
-    sl = mlpc.slowing(summ, 1.0)
+    sl = experiments.slowing(summ, 1.0)
     assert sl["peak_scale"] == 4.0
     assert sl["rise"] == pytest.approx(4.0) and sl["fall_after_peak"] == pytest.approx(3.0)
     assert sl["rho_upto_peak"] == pytest.approx(1.0)
-    text = mlpc.table_slowing(summ, {1.0: sl})
+    text = report.table_slowing(summ, {1.0: sl})
     assert "| 4.00, 3.00 |" in text and "| 1 of 4 |" in text
-    ev = mlpc.c3_evidence({1.0: sl})
+    ev = verdicts.c3_evidence({1.0: sl})
     assert ev["ws1"]["A_min_lambda"] == -8.0 and ev["ws1"]["A_max_lambda"] == -7.0
 
 
 # -- the guarantee condition ---------------------------------------------------------------------------
 def test_certificate_is_sqrt_f_times_res0():
-    assert mlpc.certificate(0.01, 5.0) == pytest.approx(math.log10(0.1 * 5.0))
-    assert mlpc.certificate(0.01, 5.0) < 0  # sqrt(0.01) * 5 = 0.5 < 1: certified
-    assert mlpc.certificate(0.1, 5.0) > 0  # f < 1, yet sqrt(0.1) * 5 = 1.58 > 1: not certified
-    assert mlpc.certificate(None, 5.0) is None and mlpc.certificate(0.0, 5.0) is None
+    assert experiments.certificate(0.01, 5.0) == pytest.approx(math.log10(0.1 * 5.0))
+    assert experiments.certificate(0.01, 5.0) < 0  # sqrt(0.01) * 5 = 0.5 < 1: certified
+    assert experiments.certificate(0.1, 5.0) > 0  # f < 1, yet sqrt(0.1) * 5 = 1.58 > 1: not certified
+    assert experiments.certificate(None, 5.0) is None and experiments.certificate(0.0, 5.0) is None
 
 
 # -- Q3's measurement ----------------------------------------------------------------------------------
@@ -84,22 +84,24 @@ def test_control_is_the_network_with_identity_attention(skip):
         A = sum(Y @ san.head_maps(l)[h] for h in range(2)) + san.b[l]  # P_h = I for every head
         A = A + Y if skip else A
         Y = san.mlp(l, A) + (A if skip else 0)
-    assert torch.allclose(mlpc.tokenwise_forward(san, X), Y, atol=1e-12)
+    assert torch.allclose(experiments.tokenwise_forward(san, X), Y, atol=1e-12)
     assert torch.allclose(san.mix(0, eye, X), sum(X @ san.head_maps(0)[h] for h in range(2)), atol=1e-12)
 
 
 def test_residual_sensitivity_of_known_maps():
     X = random_tokens(6, 4, 0)
     # the identity: the whole-output sensitivity is exactly 1; scaling the output changes neither measure
-    s = mlpc.residual_sensitivity(lambda Z: Z, X, n_dirs=5, seed=1)
+    s = experiments.residual_sensitivity(lambda Z: Z, X, n_dirs=5, seed=1)
     assert s["out"] == pytest.approx(1.0, rel=1e-12) and s["res"] > 0
-    s7 = mlpc.residual_sensitivity(lambda Z: 7.0 * Z, X, n_dirs=5, seed=1)
+    s7 = experiments.residual_sensitivity(lambda Z: 7.0 * Z, X, n_dirs=5, seed=1)
     assert s7["res"] == pytest.approx(s["res"], rel=1e-12) and s7["out"] == pytest.approx(1.0, rel=1e-12)
     # adding a large constant token: the whole-output sensitivity falls, the residual one does not
     c = torch.full((1, 4), 1e3, dtype=torch.float64)
-    t = mlpc.residual_sensitivity(lambda Z: Z + c, X, n_dirs=5, seed=1)
+    t = experiments.residual_sensitivity(lambda Z: Z + c, X, n_dirs=5, seed=1)
     assert t["out"] < 1e-2 * s["out"]
     assert t["res"] == pytest.approx(s["res"], rel=1e-9)
     # an output that is one token repeated has no residual: NaN, not "robust"
-    u = mlpc.residual_sensitivity(lambda Z: Z.mean(dim=-2, keepdim=True).expand_as(Z), X, n_dirs=3, seed=1)
+    u = experiments.residual_sensitivity(
+        lambda Z: Z.mean(dim=-2, keepdim=True).expand_as(Z), X, n_dirs=3, seed=1
+    )
     assert math.isnan(u["res"]) or u["res"] > 1e6
