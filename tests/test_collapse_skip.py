@@ -8,6 +8,8 @@ import torch
 
 from rankcollapse.chapters import collapse as col
 from rankcollapse.chapters import skip as sk
+from rankcollapse.chapters.skip import experiments as skx
+from rankcollapse.chapters.skip import verdicts as skv
 from rankcollapse.core import adversary as A
 from rankcollapse.core import bounds as B
 from rankcollapse.core import metrics as M
@@ -86,7 +88,7 @@ def test_trajectory_matches_metrics():
 
 
 def _c2(exact, san, skip, n):
-    return sk.verdict_c2(
+    return skv.verdict_c2(
         {
             "construct_all_exact": exact,
             "construct_cases": 4,
@@ -147,17 +149,17 @@ def test_skip_constructions_preserve_residual():
     L, H, d, n, k = 5, 2, 8, 4, 4
     cfg = SANConfig(L, H, d, skip=True)
     X = random_tokens(n, d, 2)
-    assert sk.ratio(sk.zero_value_san(cfg, 0), X) == pytest.approx(1.0, abs=1e-14)
-    assert sk.ratio(sk.uniform_attention_san(cfg, 0), X) == pytest.approx(1.0, abs=1e-12)
-    Xs = sk.subspace_tokens(n, d, k, 3)
+    assert skx.ratio(skx.zero_value_san(cfg, 0), X) == pytest.approx(1.0, abs=1e-14)
+    assert skx.ratio(skx.uniform_attention_san(cfg, 0), X) == pytest.approx(1.0, abs=1e-12)
+    Xs = skx.subspace_tokens(n, d, k, 3)
     assert float(M.res(Xs)[:, k:].abs().max()) < 1e-15
     for beta in (1e-6, 1.0, 10.0):
-        o = sk.orthogonal_value_san(cfg, k, beta, 1)
+        o = skx.orthogonal_value_san(cfg, k, beta, 1)
         assert float(A.head_betas(o).max()) == pytest.approx(beta, rel=1e-12)
-        assert sk.preservation(o, Xs)["exact"]
+        assert skx.preservation(o, Xs)["exact"]
     # without a skip the same zero-value network is rank one after one layer
-    san = sk.zero_value_san(SANConfig(1, H, d, skip=False), 0)
-    assert sk.ratio(san, X) == pytest.approx(0.0, abs=1e-15)
+    san = skx.zero_value_san(SANConfig(1, H, d, skip=False), 0)
+    assert skx.ratio(san, X) == pytest.approx(0.0, abs=1e-15)
 
 
 def test_skip_check_rejects_bad_subspace():
@@ -185,7 +187,7 @@ def test_profiles_resolve_and_pass_checks(profile):
 
 def test_checked_ratio_distrusts_round_off():
     cfg = SANConfig(2, 1, 4, skip=True, bias=False)
-    san = sk.zero_value_san(cfg, 0)
+    san = skx.zero_value_san(cfg, 0)
     san.b.zero_()
     R = M.res(random_tokens(5, 4, 0))
     assert A.checked_ratio(san, R) == pytest.approx(1.0, abs=1e-14)

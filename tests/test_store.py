@@ -191,11 +191,11 @@ def test_editing_the_stacked_engine_changes_its_states_key_only(copy):
 
 def test_editing_toy_tasks_changes_the_toy_network_key(copy):
     pkg = copy / "lib" / "rankcollapse"
-    mods = ("rankcollapse.chapters.toy_tasks",)
+    mods = ("rankcollapse.chapters.toy_tasks.experiments",)
     spec = {"task": "sort", "steps": 10}
     before, default = tr.content_key(spec, mods, root=pkg), tr.content_key(spec, root=pkg)
     assert before == tr.content_key(spec, mods) and before != default
-    _edit(copy, "chapters/toy_tasks.py")
+    _edit(copy, "chapters/toy_tasks/experiments.py")
     assert tr.content_key(spec, mods, root=pkg) != before
     assert tr.content_key(spec, root=pkg) == default  # the default roots do not reach the chapter module
     _edit(copy, "toy/tasks.py")

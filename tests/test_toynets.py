@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rankcollapse.chapters import toy_tasks as tk
+from rankcollapse.chapters.toy_tasks import experiments as tk
 from rankcollapse.core.san import SAN
 from rankcollapse.toy import nets as tn
 from rankcollapse.toy import tasks as tt

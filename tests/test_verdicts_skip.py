@@ -1,7 +1,7 @@
 """The skip chapter's verdicts, each a pure function of its evidence: synthetic evidence for every outcome
 (``CASES``, checked by tests/test_verdict_rules.py) and the edge cases (no experiment run)."""
 
-from rankcollapse.chapters import skip as sk
+from rankcollapse.chapters.skip import verdicts as sk
 
 
 def _c2(exact=True, san=8, skip=0, n=8):

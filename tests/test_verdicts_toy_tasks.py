@@ -1,7 +1,7 @@
 """Synthetic evidence for every outcome of toy-tasks' verdict rules (C2 from the circle, C5 from the trained
 SANs); tests/test_verdict_rules.py runs CASES. Edge cases of the rules below."""
 
-from rankcollapse.chapters import toy_tasks as tk
+from rankcollapse.chapters.toy_tasks import verdicts as tk
 
 
 def _counts(att_collapsed, skip_collapsed, n=48):
