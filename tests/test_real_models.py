@@ -8,6 +8,10 @@ import pytest
 
 from rankcollapse.book.params import ParameterError
 from rankcollapse.chapters import real_models as rm
+from rankcollapse.chapters.real_models import experiments as rme
+from rankcollapse.chapters.real_models import figures as rmf
+from rankcollapse.chapters.real_models import report as rmr
+from rankcollapse.chapters.real_models import verdicts as rmv
 
 TINY = {
     "profile": "smoke",
@@ -40,7 +44,7 @@ def test_validate_rejects_before_work():
 
 def test_compute_model_and_q2_identities():
     p = params()
-    r = rm.compute_model(("init", "bert", 0), vars(p))
+    r = rme.compute_model(("init", "bert", 0), vars(p))
     s, q = r["summary"], r["q2"]
     assert r["key"] == "bert_init" and r["shape"] == [3, 10]
     for v in ("SAN", "SAN+MLP", "SAN+skip", "transformer"):
@@ -53,7 +57,7 @@ def test_compute_model_and_q2_identities():
     assert (q["tightness"] <= 1 + 1e-9).all() and (q["tightness"] > 0).all()
     assert (q["cond_head_fitted"] <= q["cond_head"] * (1 + 1e-9)).all()
     assert q["beta"].shape == (2, 2) and q["cond_head"].shape == (2, 2, 2)
-    again = rm.compute_model(("init", "bert", 0), vars(p))
+    again = rme.compute_model(("init", "bert", 0), vars(p))
     assert again["summary"]["transformer"]["mean"] == s["transformer"]["mean"]  # seeded: bit-identical
 
 
@@ -62,7 +66,7 @@ def test_validate_checks_the_checkpoints_trained_here_before_work():
         rm.validate(params(train_hidden=30, train_heads=4))
     with pytest.raises(ParameterError, match="train_seeds"):
         rm.validate(params(train_seeds=[1, 1]))
-    specs = rm.train_specs(params(architectures=["bert", "xlnet"], train_seeds=[0, 3]))
+    specs = rme.train_specs(params(architectures=["bert", "xlnet"], train_seeds=[0, 3]))
     assert [(s.arch, s.seed, s.ctx) for s in specs] == [
         ("bert", 0, 10),
         ("bert", 3, 10),
@@ -79,23 +83,23 @@ def test_a_checkpoint_trained_here_is_a_model_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
     p = params(train_seeds=[0], train_layers=1, train_hidden=16, train_heads=2, train_steps=3, train_batch=2)
     log = tmp_path / "progress.log"
-    trained = rm.pretrain_all(p, 1, log=lambda m: None, progress=str(log))
+    trained = rme.pretrain_all(p, 1, log=lambda m: None, progress=str(log))
     assert set(trained) == {("bert", 0)} and "held-out loss" in log.read_text()
     r = trained[("bert", 0)]
     assert r["unigram_loss"] > 0 and r["cpu_seconds"] >= 0
     n_lines = len(log.read_text().splitlines())
-    assert rm.pretrain_all(p, 1, log=lambda m: None, progress=str(log))[("bert", 0)]["path"] == r["path"]
+    assert rme.pretrain_all(p, 1, log=lambda m: None, progress=str(log))[("bert", 0)]["path"] == r["path"]
     assert "loaded from the store" in log.read_text().splitlines()[n_lines]
-    specs = rm.models(p, "cpu", trained)
+    specs = rme.models(p, "cpu", trained)
     assert [s[0] for s in specs] == ["init", "trained", "pretrained"]
-    res = [rm.compute_model(s, vars(p)) for s in specs[:2]]
+    res = [rme.compute_model(s, vars(p)) for s in specs[:2]]
     assert [x["key"] for x in res] == ["bert_init", "bert_trained_s0"]
     assert res[1]["summary"]["_state"] == "trained" and res[1]["tokenizer"] == "own"
-    summ, qs, _ = rm.by_model(res)
-    assert set(rm.evidence_q2(qs)["trained"]) == {"bert_trained_s0"}
-    table = rm.table_verdicts_by_state(summ)
+    summ, qs, _ = rme.by_model(res)
+    assert set(rmv.evidence_q2(qs)["trained"]) == {"bert_trained_s0"}
+    table = rmr.table_verdicts_by_state(summ)
     assert "| random init | 1 |" in table and "| trained here | 1 |" in table
-    fig = rm.fig_residuals(summ, ["bert"])
+    fig = rmf.fig_residuals(summ, ["bert"])
     assert len([a for a in fig.axes if a.get_visible()]) == 2  # init | trained here; no pretrained column
 
 
@@ -112,9 +116,9 @@ def test_checkpoints_that_did_not_learn_are_left_out_of_the_verdicts_and_shown_a
         ("bert", 0): {"heldout_loss": 2.9, "unigram_loss": 3.2},
         ("bert", 1): {"heldout_loss": 3.15, "unigram_loss": 3.2},  # 0.05 below: on the plateau
     }
-    assert rm.learned(trained[("bert", 0)]) and not rm.learned(trained[("bert", 1)])
-    judged, out = rm.split_learned(summ, trained)
+    assert rmv.learned(trained[("bert", 0)]) and not rmv.learned(trained[("bert", 1)])
+    judged, out = rmv.split_learned(summ, trained)
     assert out == ["bert_trained_s1"] and set(judged) == {"bert_init", "bert_trained_s0"}
     assert [k for k, s in summ.items() if not s["_learned"]] == out  # marked once, read by figure and tables
-    table = rm.table_verdicts_by_state(summ)
+    table = rmr.table_verdicts_by_state(summ)
     assert "| trained here | 1 |" in table and "| trained here, did not learn | 1 |" in table

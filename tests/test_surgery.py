@@ -216,7 +216,7 @@ def test_head_outputs_reconstruct_attention(arch):
 
 
 def test_head_betas_match_bounds_on_a_san():
-    from rankcollapse.chapters.real_models import head_betas
+    from rankcollapse.chapters.real_models.experiments import head_betas
     from rankcollapse.core.bounds import beta_heads
     from rankcollapse.core.san import SAN, SANConfig
 

@@ -3,7 +3,7 @@ tests/test_verdict_rules.py), and the edge cases."""
 
 import numpy as np
 
-from rankcollapse.chapters import real_models as rm
+from rankcollapse.chapters.real_models import verdicts as rmv
 
 
 def _c1(cl, r_final, r0=0.6, L=12):
@@ -55,7 +55,7 @@ CASES = {
 
 
 def test_q2_without_a_trained_checkpoint_is_not_run():
-    assert rm.verdict_q2({"trained": {}, "init": {"x": _q2(1.0)["init"]["bert_init"]}})[0] == "not run"
+    assert rmv.verdict_q2({"trained": {}, "init": {"x": _q2(1.0)["init"]["bert_init"]}})[0] == "not run"
 
 
 def test_q2_reads_every_trained_checkpoint_and_shows_the_pretrained_only_rule():
@@ -65,10 +65,10 @@ def test_q2_reads_every_trained_checkpoint_and_shows_the_pretrained_only_rule():
     ev["trained"]["bert_trained_s0"] = dict(
         ev["trained"]["bert_trained_s0"], frac_heads_holding=0.2, max=4.0
     )
-    assert rm.verdict_q2(ev)[0] == "refuted"
-    assert rm.pretrained_only_verdict_q2(ev) == "supported"
+    assert rmv.verdict_q2(ev)[0] == "refuted"
+    assert rmv.pretrained_only_verdict_q2(ev) == "supported"
     only_here = {"trained": {"a": dict(ev["trained"]["bert_trained_s0"])}, "init": {}}
-    assert rm.pretrained_only_verdict_q2(only_here) == "not run"
+    assert rmv.pretrained_only_verdict_q2(only_here) == "not run"
 
 
 def test_q2_evidence_and_the_old_rule():
@@ -88,8 +88,8 @@ def test_q2_evidence_and_the_old_rule():
             "scaled": np.array([0.5]),
         },
     }
-    ev = rm.evidence_q2(q)
+    ev = rmv.evidence_q2(q)
     assert set(ev["trained"]) == {"x"} and set(ev["init"]) == {"y"}
     assert ev["trained"]["x"]["state"] == "pretrained"
-    assert rm.verdict_q2(ev)[0] == "refuted"
-    assert rm.old_verdict_q2(ev) == "supported"
+    assert rmv.verdict_q2(ev)[0] == "refuted"
+    assert rmv.old_verdict_q2(ev) == "supported"
