@@ -104,6 +104,7 @@ def _tiny_p(**kw):
             "engine": "eager",
             "added_loss": 0.1,
             "recover_frac": 0.5,
+            "recover_window": 5,
             "treatments": list(treatments.TREATMENTS),
             "calib_steps": 10,
         }
