@@ -11,7 +11,7 @@ environment is needed: the library is imported from ``lib/``). It measures, in o
    wall and CPU time, after warm-up steps that include compiling. The ratio CPU core / GPU at the paper
    shapes is what :mod:`rankcollapse.book.estimates` needs in place of an assumed one.
 2. **drivers**: the repair-driver chapter's drivers at the paper profile (its own
-   :func:`rankcollapse.lm.runs.driver_spec`, on ``cuda``), one process per seed, ``--procs`` at once,
+   :func:`rankcollapse.repair.drivers.driver_spec`, on ``cuda``), one process per seed, ``--procs`` at once,
    within ``--budget`` seconds: per seed, the steps reached, the wall time, whether and where the collapse
    settled, and the final stable rank; and the aggregate steps per second of the GPU shared by the
    processes.
@@ -128,11 +128,11 @@ def _driver(seed: int, profile: str, device: str, root: str, corpus: str | None,
     """One seed's driver, in its own process: put its summary on ``q``."""
     torch.set_num_threads(1)
     use_corpus(corpus)
-    from rankcollapse.lm import runs
+    from rankcollapse.book.repair_params import study_spec
     from rankcollapse.lm import training as tr
+    from rankcollapse.repair.drivers import driver_spec
 
-    p = params(profile, device)
-    ds = runs.driver_spec(p, seed)
+    ds = driver_spec(study_spec(params(profile, device)), seed)
     logf = open(Path(logdir) / f"driver_s{seed}.log", "a", buffering=1)
     t0 = time.perf_counter()
     last = {"step": 0}

@@ -7,10 +7,9 @@ measured in the same process, interleaved, best of ``--repeats`` (CPU time, ``ti
 
 - **throughput**: the library's :func:`rankcollapse.lm.training.train` (probe every 10 steps, per-step
   gradient norm and clip flag, history, weights every 50 steps), eager (the chapters' smoke engine) and
-  compiled (their full engine where a compiler exists), and a stack of 8 networks trained as one batched
-  computation (:mod:`rankcollapse.lm.stacked`, compiled; not yet used by the chapters), each per network
-  step against a plain PyTorch loop on the same model with torch's default AdamW (the for-loop
-  implementation on the CPU) and default clipping; target >= 1.7;
+  compiled (their full engine where a compiler exists), each per step against a plain PyTorch loop on the
+  same model with torch's default AdamW (the for-loop implementation on the CPU) and default clipping;
+  target >= 1.7;
 - **FLOP rate**: the step's matmul FLOPs (forward and backward, counted from the shapes) per second of the
   library's step, over the rate of the same matmuls alone (``torch.mm`` at the model's own shapes, timed
   here); target >= 0.25;
@@ -71,28 +70,6 @@ def library_loop(
     return run
 
 
-def stacked_loop(cfg: lm.LMConfig, batch: int, K: int = 8, compiled: bool = True):
-    """``K`` networks (seeds 0..K-1) in one :class:`~rankcollapse.lm.stacked.StackedLM`: returns
-    ``run(steps)``, which trains each of them ``steps`` steps (timed per network step by the caller)."""
-    from rankcollapse.lm import stacked as st
-
-    S = st.StackedLM([lm.build_model(cfg, s) for s in range(K)])
-    opt = st.make_optimizer(S, 1e-3, 0.01)
-    alpha = torch.ones(K)
-    fwd = torch.compile(S) if compiled else None
-    corpus = lm.corpus()
-    done = [0]
-
-    def run(steps):
-        for t in range(done[0], done[0] + steps):
-            xs, ys = zip(*[corpus.batch(s, t, batch, cfg.ctx) for s in range(K)])
-            st.step(S, opt, torch.stack(xs), torch.stack(ys), alpha, 1.0, fwd=fwd)
-        done[0] += steps
-
-    run.networks = K
-    return run
-
-
 def step_flops(cfg: lm.LMConfig, batch: int) -> float:
     """Matmul FLOPs of one training step (:func:`rankcollapse.book.estimates.lm_step_flops`)."""
     from rankcollapse.book.estimates import lm_step_flops
@@ -122,12 +99,11 @@ def matmul_rate(cfg: lm.LMConfig, batch: int, reps: int = 20) -> float:
 
 
 def _time(run, steps: int) -> float:
-    """CPU seconds per network step of ``run(steps)``."""
-    k = getattr(run, "networks", 1)
-    n = max(1, steps // k)
+    """CPU seconds per step of ``run(steps)``."""
+    n = max(1, steps)
     c0 = time.process_time()
     run(n)
-    return (time.process_time() - c0) / (n * k)
+    return (time.process_time() - c0) / n
 
 
 def measure(
@@ -153,10 +129,9 @@ def measure(
         loops["compiled"] = library_loop(cfg, batch, engine="compiled")
         loops["compiled@0.02"] = library_loop(cfg, batch, engine="compiled", alpha=am)
         loops["compiled+hinge"] = library_loop(cfg, batch, hinge, engine="compiled", alpha=am)
-        loops["stack of 8"] = stacked_loop(cfg, batch)
     for k, run in loops.items():  # warm-up (and compilation)
         t0 = time.perf_counter()
-        _time(run, 3 * getattr(run, "networks", 1))
+        _time(run, 3)
         echo(f"warm-up {k}: {time.perf_counter() - t0:.1f} s")
     best = {k: float("inf") for k in loops}
     for _ in range(repeats):
@@ -174,7 +149,6 @@ def measure(
     names = {
         "library": "library, eager (smoke)",
         "compiled": "library, compiled (full)",
-        "stack of 8": "stack of 8, compiled (not yet in the chapters)",
     }
     for k, label in names.items():
         if k in best:

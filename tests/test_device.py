@@ -63,13 +63,13 @@ def test_the_device_parameter_says_what_auto_means():
 @pytest.mark.parametrize(("profile", "where"), [("smoke", "cpu"), ("paper", "cuda")])
 def test_a_chapter_and_its_training_jobs_use_the_device_auto_became(gpu, tmp_path, profile, where):
     """The chapter's ``p.device`` is the resolved device, so the language-model chapters' training jobs
-    (:func:`rankcollapse.lm.runs.train_device`) follow ``auto`` to the GPU at paper; the recorded parameters
-    keep what was asked for."""
+    (:func:`rankcollapse.repair.spec.train_device`) follow ``auto`` to the GPU at paper; the recorded
+    parameters keep what was asked for."""
     from rankcollapse.book.notebook import Chapter
     from rankcollapse.chapters import schema
-    from rankcollapse.lm.runs import train_device
+    from rankcollapse.repair.spec import train_device
 
     params = schema("decomposition").resolve({"profile": profile, "output_dir": str(tmp_path)})
     ch = Chapter("decomposition", params)
-    assert ch.device == torch.device(where) and ch.p.device == where and train_device(ch.p) == where
+    assert ch.device == torch.device(where) and ch.p.device == where and train_device(ch.p.device) == where
     assert ch.params["device"] == "auto"

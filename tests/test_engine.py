@@ -9,9 +9,9 @@ import torch
 
 from rankcollapse import jobs as rjobs
 from rankcollapse.core.metrics import q_spread
-from rankcollapse.lm import runs as rp
 from rankcollapse.lm import training as tr
 from rankcollapse.lm.model import LMConfig
+from rankcollapse.repair.events import switch_raws
 
 TINY = LMConfig(depth=2, d_model=8, heads=2, ctx=8)
 
@@ -148,9 +148,15 @@ def test_the_chapter_device_reaches_every_training_job(tmp_path, monkeypatch):
     )
     from types import SimpleNamespace
 
-    cpu = rp.run_spec(SimpleNamespace(**p, device="cpu"), 0)
-    assert cpu.device == "cpu" and rp.run_spec(SimpleNamespace(**p, device="cuda:0"), 0).device == "cuda"
-    assert rp.run_spec(SimpleNamespace(**p), 0) == cpu  # no device given: the CPU
+    from rankcollapse.book.repair_params import study_spec
+    from rankcollapse.repair.drivers import run_spec
+
+    def spec(**kw):
+        return run_spec(study_spec(SimpleNamespace(**p, seeds=[0], **kw)), 0)
+
+    cpu = spec(device="cpu")
+    assert cpu.device == "cpu" and spec(device="cuda:0").device == "cuda"
+    assert spec() == cpu  # no device given: the CPU
     assert tr.content_key("driver", cpu) != tr.content_key("driver", replace(cpu, device="cuda"))
     st = tr.new_state(cpu)
     assert all(q.device.type == "cpu" for q in st.model.parameters())
@@ -249,9 +255,9 @@ def test_the_driver_tail_saves_its_milestones(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("engine", ["eager", "compiled"])
 def test_the_calibration_raws_are_the_branch_s_first_terms(tmp_path, engine):
-    """``runs.switch_raws`` takes each raw term through the forward the branch trains with, so beta times
-    the raw on the first calibration batch is the branch's first recorded term, bit for bit
-    (at full, raws taken eagerly missed the compiled branch's first term by up to 1%)."""
+    """``repair.events.switch_raws`` takes each raw term through the forward the branch trains with, so beta
+    times the raw on the first calibration batch is the branch's first recorded term, bit for bit (at full,
+    raws taken eagerly missed the compiled branch's first term by up to 1%)."""
     torch.set_num_threads(1)
     # a width at which the compiled forward rounds otherwise than the eager one (at d_model 8 they agree)
     base = tiny_spec(model=LMConfig(depth=2, d_model=48, heads=4, ctx=16), batch=4)
@@ -261,7 +267,7 @@ def test_the_calibration_raws_are_the_branch_s_first_terms(tmp_path, engine):
     parent.parent.mkdir()
     tr.save_state(st, parent)
     s0 = 2.0
-    raws = rp.switch_raws(parent, s0, 0.3, base.seed, 0, 3, base.batch, engine)
+    raws = switch_raws(parent, s0, 0.3, base.seed, 0, 3, base.batch, engine)
     for kind in ("hinge", "cosine"):
         beta = 0.1 / raws[kind][0]
         out = tr.branch(str(parent), replace(base, term=tr.Term(kind, beta, s0)), 3, root=tmp_path)

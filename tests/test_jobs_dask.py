@@ -15,9 +15,9 @@ import torch
 from rankcollapse import jobs as rjobs
 from rankcollapse import store
 from rankcollapse.book import kernels
-from rankcollapse.lm import runs as rp
 from rankcollapse.lm import training as tr
 from rankcollapse.lm.model import LMConfig
+from rankcollapse.repair import stages
 
 TINY = LMConfig(depth=2, d_model=8, heads=2, ctx=8)
 
@@ -58,8 +58,8 @@ def _run(where: str, tmp: Path, monkeypatch) -> dict:
     monkeypatch.setenv(rjobs.CHAPTER_ENV, f"chapter-{where}")
     jobs, labels = stage()
     sched = "local" if where == "dask" else None
-    out = rjobs.run_parallel(rp._dispatch, jobs, 2, labels=labels, scheduler_=sched)
-    again = rjobs.run_parallel(rp._dispatch, jobs, 2, labels=labels, scheduler_=sched)  # loads them
+    out = rjobs.run_parallel(stages._dispatch, jobs, 2, labels=labels, scheduler_=sched)
+    again = rjobs.run_parallel(stages._dispatch, jobs, 2, labels=labels, scheduler_=sched)  # loads them
     root = (d / "states").resolve()
     return {
         "out": out,

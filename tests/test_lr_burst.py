@@ -82,17 +82,18 @@ def test_schema_refuses_bad_values_before_work():
 
 
 def test_burst_specs_share_the_driver_spec_but_alpha_and_lr():
-    from rankcollapse.lm import runs as rp
+    from rankcollapse.book.repair_params import study_spec
+    from rankcollapse.repair import drivers
 
     p = SimpleNamespace(**schema("repair-lr-burst").resolve({"profile": "full"}))
-    s = lrb.spec_at(p, 1, p.lr * 32)
-    base = rp.run_spec(p, 1)
+    study = study_spec(p)
+    s = lrb.spec_at(study, 1, p.lr * 32)
+    base = drivers.run_spec(study, 1)
     assert s.lr == pytest.approx(0.032) and s.alpha_knots == ((0, 1.0),)
     assert s.model == base.model and s.batch == base.batch and s.seed == 1
     # the healthy network the bursts start from is the one every repair chapter trains
-    assert rp.healthy_job(p, 1) == rp.healthy_job(
-        SimpleNamespace(**schema("repair-path").resolve({"profile": "full"})), 1
-    )
+    other = study_spec(SimpleNamespace(**schema("repair-path").resolve({"profile": "full"})))
+    assert drivers.healthy_job(study, 1) == drivers.healthy_job(other, 1)
 
 
 TINY = {
@@ -159,7 +160,7 @@ def test_climbing_selects_collapsed_unrecovered_rising_bursts():
         },
     }
     assert lrb.climbing(p, sm) == [(0, 24.0), (1, 64.0)]
-    assert lrb.run_extensions(SimpleNamespace(extend_steps=0), {}, [(0, 24.0)]) == {}
+    assert lrb.run_extensions(SimpleNamespace(extend_steps=0), None, {}, [(0, 24.0)]) == {}
 
 
 def test_joined_histories_chain():

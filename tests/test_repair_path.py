@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from rankcollapse.book.params import ParameterError
+from rankcollapse.book.repair_params import study_spec
 from rankcollapse.chapters import repair_path as rpa
 from rankcollapse.chapters import schema
 from rankcollapse.lm import model as lm
-from rankcollapse.lm import runs as rp
 from rankcollapse.lm import training as tr
 from rankcollapse.lm.model import LMConfig
+from rankcollapse.repair import controls, drivers, stages, treatments
 
 
 def _p(**kw):
@@ -51,11 +52,12 @@ def test_cross_parameter_checks():
 def test_delay_segments_share_prefixes():
     p = _p(delays=[100, 300], delay_alphas=[0.1, 0.3])
     e = {"seed": 0, "start": 420}
-    s300 = rpa.delay_segments(p, e, 300, 0.3)
-    s100 = rpa.delay_segments(p, e, 100, 0.1)
+    study = study_spec(p)
+    s300 = rpa.delay_segments(study, e, 300, 0.3)
+    s100 = rpa.delay_segments(study, e, 100, 0.1)
     assert [n for _, n in s300] == [300, p.branch_steps]
     assert [n for _, n in s100] == [100, p.branch_steps]
-    assert s300[0][0] == s100[0][0] == rpa.untreated_spec(p, e)  # one untreated trajectory
+    assert s300[0][0] == s100[0][0] == rpa.untreated_spec(study, e)  # one untreated trajectory
     assert tr.held(s300[0][0])  # so the longer continues the shorter (and saves milestones)
     assert s300[0][0].alpha(10**6) == pytest.approx(p.alpha_min)
     assert s300[-1][0].alpha(720) == 0.3 and s100[-1][0].alpha(520) == 0.1
@@ -118,19 +120,21 @@ def test_controls_and_gaps():
     e = {"seed": 0, "start": 720}
     a = p.h7_control_alphas[0]
     assert rpa.control_steps(p, e, a) == 720 + p.branch_steps + (max(p.delays) if a in p.delay_alphas else 0)
-    ds = rp.held_control_job(p, 0, a, 1000)["ds"]
+    study = study_spec(p)
+    ds = controls.held_control_job(study, 0, a, 1000)["ds"]
     assert ds.steps == 1000 and ds.run.alpha(10**6) == a and ds.run.alpha(p.ramp_start) == 1.0
-    assert ds.run.model == rp.run_spec(p, 0).model
-    assert rp.held_control_job(p, 0, p.alpha_min, rp.driver_steps(p)) == rp.driver_job(p, 0)  # shared
+    assert ds.run.model == drivers.run_spec(study, 0).model
+    held = controls.held_control_job(study, 0, p.alpha_min, drivers.driver_steps(study))
+    assert held == drivers.driver_job(study, 0)  # shared
     ctl = {"hist": {"m_step": [1100, 1110], "probe_loss": [2.0, 1.9]}}
     assert rpa.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, ctl) == pytest.approx(0.3)
     assert rpa.control_gap({"step": 1120, "final_probe": {"loss": 2.2}}, ctl) is None  # past its end
     assert rpa.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, None) is None
     hist = {"m_step": list(range(0, 200, 10)), "srank": [[2.5]] * 20}
-    assert not rp.control_collapsed({"hist": hist, "det": {"settled": None}}, 1.5)
-    assert rp.control_collapsed({"hist": hist, "det": {"settled": 120}}, 1.5)
+    assert not controls.control_collapsed({"hist": hist, "det": {"settled": None}}, 1.5)
+    assert controls.control_collapsed({"hist": hist, "det": {"settled": 120}}, 1.5)
     low = {"m_step": hist["m_step"], "srank": [[1.2]] * 20}
-    assert rp.control_collapsed({"hist": low, "det": {"settled": None}}, 1.5)
+    assert controls.control_collapsed({"hist": low, "det": {"settled": None}}, 1.5)
 
 
 def test_detection_lag():
@@ -141,12 +145,12 @@ def test_detection_lag():
 
 def test_slow_reversed_ramp_and_the_held_bracket():
     p = _p(alpha_min=0.02, ramp_start=400, ramp_end=800, slow_ramp_factor=4, slow_ramp_steps=800)
-    spec = rpa.slow_ramp_spec(p, 0, 1000)
+    spec = rpa.slow_ramp_spec(p, study_spec(p), 0, 1000)
     assert spec.alpha(1000) == pytest.approx(0.02) and spec.alpha(2600) == pytest.approx(1.0)
     assert spec.alpha(1100) - spec.alpha(1000) == pytest.approx(100 * rpa.slow_ramp_rate(p))
     assert rpa.slow_ramp_rate(p) == pytest.approx(rpa.ramp_rate(p) / 4)
     # the driver-rate ramp of the same event is untouched (repair-treatments' branch, shared by content)
-    fast = rp.branch_spec(p, 0, 1000, "reversed-ramp", {}, 0.0)
+    fast = treatments.branch_spec(study_spec(p), 0, 1000, "reversed-ramp", {}, 0.0)
     assert fast.alpha(1400) == pytest.approx(1.0)
     sw = {
         0.1: {"recovered": 0, "events": 7},
@@ -180,8 +184,9 @@ def test_slow_reversed_ramp_and_the_held_bracket():
 def test_reversed_ramp_control_matched_in_training_time():
     p = _p(alpha_min=0.02, ramp_start=400, ramp_end=800, h7_control_alphas=[0.3, 0.6], branch_steps=600)
     assert rpa.ramp_control_alpha(p) == 0.3
-    ctl = rpa.ramp_control_spec(p, 0, 900)
-    rev = rp.branch_spec(p, 0, 900, "reversed-ramp", {}, 0.0)
+    study = study_spec(p)
+    ctl = rpa.ramp_control_spec(p, study, 0, 900)
+    rev = treatments.branch_spec(study, 0, 900, "reversed-ramp", {}, 0.0)
     # down only to 0.3, held until the switch step, then back up to 1 over the reversed ramp's steps
     assert (
         ctl.alpha(400) == 1.0
@@ -190,7 +195,7 @@ def test_reversed_ramp_control_matched_in_training_time():
     )
     assert ctl.alpha(1300) == pytest.approx(1.0) and rev.alpha(1300) == pytest.approx(1.0)
     assert ctl.alpha(1000) - ctl.alpha(900) == pytest.approx(100 * rpa.ramp_rate(p) * (0.7 / 0.98))
-    assert rpa.ramp_control_spec(p, 0, 800).alpha(1200) == pytest.approx(
+    assert rpa.ramp_control_spec(p, study, 0, 800).alpha(1200) == pytest.approx(
         1.0
     )  # a switch right at the ramp's end
 
@@ -244,11 +249,11 @@ def test_chain_continues_saved_states(tmp_path, monkeypatch):
     d = tr.driver(tr.DriverSpec(tiny_spec(), 30))
     parent = str(tmp_path / d["key"] / "driver.pt")
     a = tiny_spec(alpha_knots=((30, 0.5),))
-    segs = rp.chain(parent, [(a, 20), (a, 20)])
+    segs = stages.chain(parent, [(a, 20), (a, 20)])
     whole = tr.branch(parent, a, 40)
     assert segs[1]["step"] == whole["step"] == 70
     assert segs[1]["final_probe"] == whole["final_probe"]  # two segments = one run: same data, same state
-    assert rp.chain(parent, [(a, 20)])[0]["key"] == segs[0]["key"]  # cached by content
+    assert stages.chain(parent, [(a, 20)])[0]["key"] == segs[0]["key"]  # cached by content
 
 
 def test_the_driver_records_its_weights_while_it_trains(tmp_path, monkeypatch):
@@ -272,32 +277,31 @@ def test_the_driver_records_its_weights_while_it_trains(tmp_path, monkeypatch):
 
 def test_a_control_trained_as_two_legs_is_its_driver_and_shares_its_first_leg(tmp_path, monkeypatch):
     """H7's control at the ramp control's alpha and the reversed ramp's control, each a chain of two branches
-    from the shared prefix split at the switch step (branching.control_chain_job): the same summaries as
-    their drivers (history, detector, final probe), the shared leg trained once."""
-    from rankcollapse.chapters import branching
-
+    from the shared prefix split at the switch step (repair.controls.control_chain_job): the same summaries
+    as their drivers (history, detector, final probe), the shared leg trained once."""
     torch.set_num_threads(1)
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
     p = _p(depth=2, d_model=8, heads=2, ctx=8, batch=2, ramp_start=20, ramp_end=40, alpha_min=0.02)
     p.branch_steps, p.workers, a, start = 30, 1, rpa.ramp_control_alpha(p), 50
     assert rpa.ramp_split(p, {"start": start}) == 51 and rpa.ramp_split(p, {"start": 30}) == 41
-    ramp = rpa.ramp_control_spec(p, 0, start)
+    study = study_spec(p)
+    ramp = rpa.ramp_control_spec(p, study, 0, start)
     old = [
-        tr.driver(rp.held_control_job(p, 0, a, 70)["ds"]),
+        tr.driver(controls.held_control_job(study, 0, a, 70)["ds"]),
         tr.driver(tr.DriverSpec(ramp, start + p.branch_steps, p.threshold, p.window, p.settle_steps)),
     ]
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "chains"))
     monkeypatch.setenv(tr.STEP_LEDGER_ENV, str(tmp_path / "steps.log"))
     jobs = [
-        ("chain", branching.control_chain_job(p, 0, a, start + 1, 70)),
-        ("chain", branching.control_chain_job(p, 0, a, start + 1, start + p.branch_steps, ramp)),
+        ("chain", controls.control_chain_job(study, 0, a, start + 1, 70)),
+        ("chain", controls.control_chain_job(study, 0, a, start + 1, start + p.branch_steps, ramp)),
     ]
-    for (_, job), legs, o in zip(jobs, rp.run_jobs(jobs, 1), old):
-        new = branching.control_summary(p, job, legs)
+    for (_, job), legs, o in zip(jobs, stages.run_stage(study, jobs), old):
+        new = controls.control_summary(study.driver, job, legs)
         assert new["hist"] == o["hist"] and new["det"] == o["det"]
         assert new["final_probe"] == o["final_probe"] and new["step"] == o["step"]
     # the prefix (20 updates), the shared leg (31, to the switch step's), the held leg (19) and the ramp
     # back up (29), each once
     assert tr.ledger_counts(tmp_path / "steps.log") == (99, 99)
     with pytest.raises(ValueError, match="split"):
-        branching.control_chain_job(p, 0, a, 10, 70)
+        controls.control_chain_job(study, 0, a, 10, 70)

@@ -107,13 +107,13 @@ import rankcollapse.book.notebook as rcnb
 ---
 tags: [parameters]
 ---
-from rankcollapse.lm import runs as rp
+from rankcollapse.repair import drivers
 ````
 """
     cells = store.code_cells(text)
     assert len(cells) == 2
     assert "%" not in cells[0] and "!" not in cells[0] and "import rankcollapse.book.notebook" in cells[0]
-    assert cells[1].strip() == "from rankcollapse.lm import runs as rp"
+    assert cells[1].strip() == "from rankcollapse.repair import drivers"
 
 
 # -- edits in a temporary copy ----------------------------------------------------------------------------
@@ -178,15 +178,6 @@ def test_editing_a_chapter_source_changes_that_chapter_only(copy):
         f.write("\nOne more sentence.\n")
     after = _chapter_hashes(copy)
     assert {n for n in before if before[n] != after[n]} == {"skip"}
-
-
-def test_editing_the_stacked_engine_changes_its_states_key_only(copy):
-    pkg = copy / "lib" / "rankcollapse"
-    eager = store.code_hash("rankcollapse.lm.training", root=pkg)
-    stacked = store.code_hash("rankcollapse.lm.stacked_runs", root=pkg)
-    _edit(copy, "lm/stacked.py")
-    assert store.code_hash("rankcollapse.lm.stacked_runs", root=pkg) != stacked
-    assert store.code_hash("rankcollapse.lm.training", root=pkg) == eager
 
 
 def test_editing_toy_tasks_changes_the_toy_network_key(copy):

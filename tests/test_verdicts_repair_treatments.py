@@ -5,7 +5,9 @@ rule, and of the two recovery thresholds it is judged under, below."""
 from types import SimpleNamespace
 
 from rankcollapse.chapters import repair_treatments as trt
-from rankcollapse.lm import runs as rp
+from rankcollapse.repair.events import LITERAL_FRAC
+from rankcollapse.repair.recovery import recovery
+from rankcollapse.repair.treatments import TREATMENTS
 
 TERMS = ("penalty-1x", "penalty-4x", "hinge-1x", "hinge-4x", "cosine-1x")
 RHO = {"penalty-1x": 0.02, "penalty-4x": 0.06, "hinge-1x": 0.29, "hinge-4x": 1.1, "cosine-1x": 0.16}
@@ -77,11 +79,11 @@ def test_the_literal_threshold_counts_a_branch_that_barely_moved():
     branch that climbs from 1.3 to 1.7 and stays there recovers under the literal rule, not the strict one;
     the H2 verdicts under the two differ."""
     hs, thr, k = 3.2, 1.5, 5
-    strict, literal = thr + 0.5 * (hs - thr), rp.LITERAL_FRAC * hs
+    strict, literal = thr + 0.5 * (hs - thr), LITERAL_FRAC * hs
     assert literal > thr and strict > literal
     b = _branch([1.3] * 5 + [1.7] * 20)
-    assert rp.recovery(b["hist"], 1000, strict, k) is None
-    assert rp.recovery(b["hist"], 1000, literal, k) == 70  # the 5-median reaches 1.7 at the third 1.7
+    assert recovery(b["hist"], 1000, strict, k) is None
+    assert recovery(b["hist"], 1000, literal, k) == 70  # the 5-median reaches 1.7 at the third 1.7
     # six events, hinge-1x moves that far in four: strict supported, literal refuted
     assert trt.verdict_h2(_ev())[0] == "supported"
     lit = _ev(hinge_1x=4) | {"threshold": "paper's literal"}
@@ -90,10 +92,10 @@ def test_the_literal_threshold_counts_a_branch_that_barely_moved():
 
 
 def test_h2_evidence_reads_both_thresholds_from_the_summary():
-    p = SimpleNamespace(treatments=list(rp.TREATMENTS))
+    p = SimpleNamespace(treatments=list(TREATMENTS))
     summ = {
         t: {"recovered": 0, "recovered_literal": 1, "rho_median": RHO.get(t), "events": 2}
-        for t in rp.TREATMENTS
+        for t in TREATMENTS
     }
     summ["reversed-ramp"].update(recovered=2, recovered_literal=2)
     strict = trt.h2_evidence(p, [{}, {}], summ)

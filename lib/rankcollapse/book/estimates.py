@@ -4,7 +4,7 @@ The ``paper`` profile runs the papers' own sizes and expects a GPU. Without one,
 paper`` prints, per chapter, the chapter's CPU time at ``full`` from an empty store
 (:func:`rankcollapse.book.runner.expected_seconds`) times :func:`paper_factor`, and stops. The factor is
 either the chapter's own (a module attribute ``PAPER_VS_FULL``), or, for a chapter that trains the
-language model of Part III (its schema has the driver's parameters, :data:`rankcollapse.chapters.common
+language model of Part III (its schema has the driver's parameters, :data:`rankcollapse.book.repair_params
 .DRIVER_PARAMS`), computed from the two profiles' parameters: the matmul FLOPs of one training step, times
 the steps of one driver and one branch, times the number of seeds (and of learning-rate multipliers where
 the chapter has them), paper over full. It counts FLOPs, not seconds: larger matrices run nearer the

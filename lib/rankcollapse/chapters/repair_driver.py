@@ -2,7 +2,8 @@
 
 Experiments return plain data; ``fig_*`` return matplotlib figures. Training and caching live in
 :mod:`rankcollapse.lm.training`; the driver parameters shared with the other repair chapters in
-:mod:`rankcollapse.lm.runs`.
+:mod:`rankcollapse.book.repair_params`, which makes them the study's spec (``study``) that the runs of
+:mod:`rankcollapse.repair` take.
 """
 
 from __future__ import annotations
@@ -12,15 +13,18 @@ import statistics
 import numpy as np
 
 from ..book import checks
+from ..book.html_tables import html_table
 from ..book.params import Param, Schema
+from ..book.repair_params import DRIVER_PARAMS, validate_driver
 from ..lm import model as lm
-from ..lm import runs as rp
 from ..lm import training as tr
-from . import common
+from ..repair import drivers, stages
+from ..repair.recovery import at_step, last_srank, median_around
+from ..repair.spec import StudySpec
 
 SCHEMA = Schema(
     "repair-driver",
-    common.DRIVER_PARAMS
+    DRIVER_PARAMS
     + [
         Param(
             "alpha_grid",
@@ -89,29 +93,29 @@ def corpus_info() -> dict:
     }
 
 
-def all_runs(p, log=print) -> dict:
+def all_runs(p, study: StudySpec, log=print) -> dict:
     """Every driver of the chapter (main seeds, alpha_min grid, depth grid) and the healthy networks,
-    trained or loaded by content key, in parallel."""
+    trained or loaded by content key, in parallel (``study``: the driver's spec, made from ``p``)."""
     s0 = p.seeds[0]
     jobs, labels, tags = [], [], []
     for s in p.seeds:
-        jobs.append(("driver", rp.driver_job(p, s)))
+        jobs.append(("driver", drivers.driver_job(study, s)))
         labels.append(f"driver seed {s}")
         tags.append(("main", s))
-        jobs.append(("healthy", rp.healthy_job(p, s)))
+        jobs.append(("healthy", drivers.healthy_job(study, s)))
         labels.append(f"healthy seed {s}")
         tags.append(("healthy", s))
     for a in p.alpha_grid:
         if a != p.alpha_min:
-            jobs.append(("driver", rp.driver_job(p, s0, alpha_min=a)))
+            jobs.append(("driver", drivers.driver_job(study, s0, alpha_min=a)))
             labels.append(f"alpha_min {a}")
             tags.append(("alpha", a))
     for dpt in p.depth_grid:
         if dpt != p.depth:
-            jobs.append(("driver", rp.driver_job(p, s0, depth=dpt)))
+            jobs.append(("driver", drivers.driver_job(study, s0, depth=dpt)))
             labels.append(f"depth {dpt}")
             tags.append(("depth", dpt))
-    out = rp.run_jobs(jobs, p.workers, log, labels)
+    out = stages.run_stage(study, jobs, log, labels)
     runs = {"main": {}, "healthy": {}, "alpha": {}, "depth": {}}
     for (kind, k), o in zip(tags, out):
         runs[kind][k] = o
@@ -122,7 +126,7 @@ def all_runs(p, log=print) -> dict:
 
 def final_srank(run: dict, k: int = 10) -> float:
     """Median of the last block's srank over the last ``k`` measurements of a run."""
-    s = rp.last_srank(run["hist"])
+    s = last_srank(run["hist"])
     return statistics.median(s[-k:])
 
 
@@ -152,8 +156,8 @@ def events(p, runs: dict) -> list[dict]:
                 collapse_entropy_blocks=meas["entropy"],
                 collapse_entropy_last=meas["entropy"][-1],
                 collapse_srank=meas["srank"][-1],
-                healthy_loss_same_step=rp.at_step(h["hist"], t, "probe_loss"),
-                healthy_srank_same_step=rp.median_around(h["hist"], t),
+                healthy_loss_same_step=at_step(h["hist"], t, "probe_loss"),
+                healthy_srank_same_step=median_around(h["hist"], t),
             )
         row["final_loss"] = d["final_probe"]["loss"]
         row["final_entropy"] = float(np.mean(d["final_probe"]["entropy"]))
@@ -169,7 +173,7 @@ def early_dip(p, runs: dict) -> list[dict]:
     out = []
     for s in p.seeds:
         h = runs["healthy"][s]["hist"]
-        sr = rp.last_srank(h)
+        sr = last_srank(h)
         i = int(np.argmin(sr))
         out.append(
             {
@@ -260,7 +264,7 @@ def table_events(ev: list[dict]) -> str:
         )
         for e in ev
     ]
-    return rp.html_table(
+    return html_table(
         [
             "seed",
             "first crossing",
@@ -519,17 +523,17 @@ def _plain_log(ax) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def fig_drivers(p, runs: dict):
+def fig_drivers(p, study: StudySpec, runs: dict):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 2, figsize=(11, 3.8))
     for s in p.seeds:
         h = runs["main"][s]["hist"]
-        ax[0].plot(h["m_step"], rp.last_srank(h), lw=1, label=f"driver seed {s}")
+        ax[0].plot(h["m_step"], last_srank(h), lw=1, label=f"driver seed {s}")
         hh = runs["healthy"][s]["hist"]
         ax[0].plot(
             hh["m_step"],
-            rp.last_srank(hh),
+            last_srank(hh),
             lw=1,
             ls="--",
             color="k",
@@ -547,8 +551,8 @@ def fig_drivers(p, runs: dict):
     ax[0].set_xlabel("step")
     ax[0].set_ylabel("srank of the last block (probe)")
     ax2 = ax[0].twinx()
-    t = np.arange(0, rp.driver_steps(p) + 1, 10)
-    ax2.plot(t, [rp.run_spec(p, 0).alpha(int(x)) for x in t], color="C7", lw=0.8, alpha=0.6)
+    t = np.arange(0, drivers.driver_steps(study) + 1, 10)
+    ax2.plot(t, [drivers.run_spec(study, 0).alpha(int(x)) for x in t], color="C7", lw=0.8, alpha=0.6)
     ax2.set_ylabel("skip scale alpha (grey)")
     ax[0].legend(fontsize=7, loc="upper right")
     ax[1].axhline(lm.corpus().unigram_loss(), color="gray", ls=":", lw=1, label="unigram (frequency table)")
@@ -565,7 +569,7 @@ def fig_knife_edge(p, runs: dict):
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     for a in sorted(runs["alpha"]):
         h = runs["alpha"][a]["hist"]
-        ax[0].plot(h["m_step"], rp.last_srank(h), lw=1, label=f"alpha_min {a:g}")
+        ax[0].plot(h["m_step"], last_srank(h), lw=1, label=f"alpha_min {a:g}")
     ax[0].axhline(p.threshold, color="gray", ls=":")
     ax[0].set_yscale("log")
     _plain_log(ax[0])
@@ -595,4 +599,4 @@ def fig_knife_edge(p, runs: dict):
 def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
     again)."""
-    common.validate_driver(p)
+    validate_driver(p)

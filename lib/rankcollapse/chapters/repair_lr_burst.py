@@ -1,9 +1,9 @@
 """Chapter `repair-lr-burst`: a second cause of rank collapse, with the skip intact (Figure 4 of Hofmann &
 Mäder).
 
-From each healthy network (skip intact, the final saved state of :func:`rankcollapse.lm.runs.healthy`) the
-learning rate is multiplied for ``burst_steps`` updates, then training continues untreated at the base rate
-for ``branch_steps``; a paired control continues from the same state at the base rate for the same total
+From each healthy network (skip intact, the final saved state of :func:`rankcollapse.lm.training.healthy`)
+the learning rate is multiplied for ``burst_steps`` updates, then training continues untreated at the base
+rate for ``branch_steps``; a paired control continues from the same state at the base rate for the same total
 (same data batches: a batch is seeded by seed and step). All three are
 :func:`rankcollapse.lm.training.branch` runs (the after-burst run's parent is the burst's saved
 ``branch.pt``), cached by content like every other trained state.
@@ -17,13 +17,17 @@ from pathlib import Path
 import numpy as np
 
 from ..book import checks
+from ..book.html_tables import html_table
 from ..book.params import Param, ParameterError, Schema, require_distinct
+from ..book.repair_params import DRIVER_PARAMS, validate_driver
 from ..core.stats import spearman
 from ..lm import gradpath as gp
 from ..lm import model as lm
-from ..lm import runs as rp
 from ..lm import training as tr
-from . import branching, common
+from ..repair.drivers import run_spec
+from ..repair.recovery import last_srank, median_around
+from ..repair.spec import StudySpec
+from ..repair.stages import branch_path, run_stage
 
 # the paper's Figure 4 (depth 24, 8 held-out networks per multiplier, bursts of 200 updates): networks that
 # recovered untreated per multiplier, and the recovered networks' loss above their control (nats)
@@ -58,8 +62,7 @@ def glue_paper(ch) -> None:
 
 SCHEMA = Schema(
     "repair-lr-burst",
-    common.DRIVER_PARAMS
-    + branching.BRANCH_PARAMS
+    DRIVER_PARAMS
     + [
         # full: the paper's two multipliers and a grid between them fine enough (steps of 1.14-1.25x) to
         # bracket the collapse onset, with bursts as long as the paper's (200 updates). A pilot at full size
@@ -123,7 +126,7 @@ CLIMB = 0.2
 
 def validate(p) -> None:
     """Checks beyond the schema (before any work)."""
-    common.validate_driver(p)
+    validate_driver(p)
     for name in ("burst_steps", "extend_steps"):
         if getattr(p, name) % 10:
             raise ParameterError(
@@ -139,13 +142,13 @@ def healthy_path(summary: dict) -> Path:
     return Path(summary["dir"]) / "driver.pt"
 
 
-def spec_at(p, seed: int, lr: float) -> tr.RunSpec:
+def spec_at(study: StudySpec, seed: int, lr: float) -> tr.RunSpec:
     """The driver's run spec with the skip intact (alpha = 1 throughout) and learning rate ``lr``."""
-    base = rp.run_spec(p, seed)
+    base = run_spec(study, seed)
     return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((0, 1.0),), "lr": float(lr)})
 
 
-def run_bursts(p, healthy: dict, log=print) -> dict:
+def run_bursts(p, study: StudySpec, healthy: dict, log=print) -> dict:
     """Per seed: the burst at each multiplier, the after-burst run at the base rate, and the paired control.
 
     Returns {seed: {"start": step of the healthy state, "parent": its path, "control": branch summary,
@@ -158,19 +161,23 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
         out[s] = {"start": healthy[s]["step"], "parent": str(hp), "burst": {}, "after": {}, "burst_path": {}}
         for m in p.multipliers:
             jobs.append(
-                ("branch", {"parent": str(hp), "spec": spec_at(p, s, p.lr * m), "steps": p.burst_steps})
+                ("branch", {"parent": str(hp), "spec": spec_at(study, s, p.lr * m), "steps": p.burst_steps})
             )
             labels.append(f"seed {s} burst x{m:g}")
             tags.append((s, "burst", m))
         jobs.append(
             (
                 "branch",
-                {"parent": str(hp), "spec": spec_at(p, s, p.lr), "steps": p.burst_steps + p.branch_steps},
+                {
+                    "parent": str(hp),
+                    "spec": spec_at(study, s, p.lr),
+                    "steps": p.burst_steps + p.branch_steps,
+                },
             )
         )
         labels.append(f"seed {s} control")
         tags.append((s, "control", None))
-    for (s, kind, m), o in zip(tags, branching.run_stage(p, jobs, log, labels)):
+    for (s, kind, m), o in zip(tags, run_stage(study, jobs, log, labels)):
         if kind == "control":
             out[s]["control"] = o
         else:
@@ -184,14 +191,14 @@ def run_bursts(p, healthy: dict, log=print) -> dict:
                     "branch",
                     {
                         "parent": out[s]["burst_path"][m],
-                        "spec": spec_at(p, s, p.lr),
+                        "spec": spec_at(study, s, p.lr),
                         "steps": p.branch_steps,
                     },
                 )
             )
             labels.append(f"seed {s} after x{m:g}")
             tags.append((s, m))
-    for (s, m), o in zip(tags, branching.run_stage(p, jobs, log, labels)):
+    for (s, m), o in zip(tags, run_stage(study, jobs, log, labels)):
         out[s]["after"][m] = o
     return out
 
@@ -225,7 +232,7 @@ def climbing(p, sm: dict) -> list[tuple[int, float]]:
     ]
 
 
-def run_extensions(p, runs: dict, which: list, log=print) -> dict:
+def run_extensions(p, study: StudySpec, runs: dict, which: list, log=print) -> dict:
     """Continue each selected after-burst run, and its seed's control, for ``extend_steps`` more steps at the
     base rate (chained from their saved ends; cached by content).
     Returns {seed: {"control": summary, m: summary}}."""
@@ -237,8 +244,8 @@ def run_extensions(p, runs: dict, which: list, log=print) -> dict:
             (
                 "branch",
                 {
-                    "parent": str(rp.branch_path(runs[s]["control"])),
-                    "spec": spec_at(p, s, p.lr),
+                    "parent": str(branch_path(runs[s]["control"])),
+                    "spec": spec_at(study, s, p.lr),
                     "steps": p.extend_steps,
                 },
             )
@@ -250,8 +257,8 @@ def run_extensions(p, runs: dict, which: list, log=print) -> dict:
             (
                 "branch",
                 {
-                    "parent": str(rp.branch_path(runs[s]["after"][m])),
-                    "spec": spec_at(p, s, p.lr),
+                    "parent": str(branch_path(runs[s]["after"][m])),
+                    "spec": spec_at(study, s, p.lr),
                     "steps": p.extend_steps,
                 },
             )
@@ -259,7 +266,7 @@ def run_extensions(p, runs: dict, which: list, log=print) -> dict:
         labels.append(f"seed {s} after x{m:g}, extended")
         tags.append((s, m))
     out = {}
-    for (s, k), o in zip(tags, branching.run_stage(p, jobs, log, labels)):
+    for (s, k), o in zip(tags, run_stage(study, jobs, log, labels)):
         out.setdefault(s, {})[k] = o
     return out
 
@@ -282,7 +289,7 @@ def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
                     "multiplier": m,
                     "end_step": o["step"],
                     "recovered_after": recovery_after(h, burst_end, rt, p.threshold, p.recover_window),
-                    "final_srank": float(statistics.median(rp.last_srank(h)[-p.recover_window :])),
+                    "final_srank": float(statistics.median(last_srank(h)[-p.recover_window :])),
                     "loss_gap": float(o["final_probe"]["loss"] - e["control"]["final_probe"]["loss"]),
                 }
             )
@@ -293,7 +300,7 @@ def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
 def collapse_step(hist: dict, threshold: float, k: int) -> int | None:
     """First measurement step at which the ``k``-measurement rolling median of the last block's srank is
     below ``threshold`` (None: never)."""
-    med = tr.rolling_median(rp.last_srank(hist), k)
+    med = tr.rolling_median(last_srank(hist), k)
     for t, v in zip(hist["m_step"], med):
         if v < threshold:
             return t
@@ -307,7 +314,7 @@ def recovery_after(hist: dict, burst_end: int, rec_threshold: float, threshold: 
     tc = collapse_step(hist, threshold, k)
     if tc is None:
         return None
-    med = tr.rolling_median(rp.last_srank(hist), k)
+    med = tr.rolling_median(last_srank(hist), k)
     for t, v in zip(hist["m_step"], med):
         if t >= max(tc, burst_end) and v >= rec_threshold:
             return t - burst_end
@@ -317,7 +324,7 @@ def recovery_after(hist: dict, burst_end: int, rec_threshold: float, threshold: 
 def rec_threshold(control_hist: dict, burst_end: int, threshold: float, frac: float, k: int) -> float:
     """``threshold + frac (control srank at the burst's end - threshold)``; the control's srank is its
     ``k``-measurement median ending there."""
-    cs = rp.median_around(control_hist, burst_end, k)
+    cs = median_around(control_hist, burst_end, k)
     return threshold + frac * (cs - threshold)
 
 
@@ -326,7 +333,7 @@ def summarise_run(
 ) -> dict:
     burst_end = start + p.burst_steps
     rt = rec_threshold(control_hist, burst_end, p.threshold, p.recover_frac, p.recover_window)
-    med = tr.rolling_median(rp.last_srank(hist), p.recover_window)
+    med = tr.rolling_median(last_srank(hist), p.recover_window)
     tc = collapse_step(hist, p.threshold, p.recover_window)
     return {
         "collapsed": tc is not None,
@@ -334,7 +341,7 @@ def summarise_run(
         "min_srank": float(min(med)),
         "rec_threshold": rt,
         "recovered_after": recovery_after(hist, burst_end, rt, p.threshold, p.recover_window),
-        "final_srank": float(statistics.median(rp.last_srank(hist)[-p.recover_window :])),
+        "final_srank": float(statistics.median(last_srank(hist)[-p.recover_window :])),
         "loss_gap": float(final_loss - control_final_loss),
     }
 
@@ -660,9 +667,7 @@ def record_bursts(ch, p, runs: dict, sm: dict, which: list) -> None:
     control_srank = float(
         np.median(
             [
-                rp.median_around(
-                    runs[s]["control"]["hist"], runs[s]["start"] + p.burst_steps, p.recover_window
-                )
+                median_around(runs[s]["control"]["hist"], runs[s]["start"] + p.burst_steps, p.recover_window)
                 for s in p.seeds
             ]
         )
@@ -740,7 +745,7 @@ def table_bursts(p, sm: dict) -> str:
     def _f(v, fmt):
         return "–" if v is None else format(v, fmt)
 
-    return rp.html_table(
+    return html_table(
         [
             "multiplier",
             "collapsed / seeds",
@@ -809,7 +814,7 @@ def record_extensions(ch, p, ext_rows: list[dict]) -> dict:
 
 def table_extensions(ext_rows: list[dict]) -> str:
     """HTML table of the extended bursts (header only when none was extended)."""
-    return rp.html_table(
+    return html_table(
         [
             "seed",
             "multiplier",
@@ -1031,7 +1036,7 @@ def fig_burst_srank(p, runs: dict, summary: dict):
             h = joined(r["burst"][m]["hist"], r["after"][m]["hist"])
             ax.plot(
                 np.array(h["m_step"]) - r["start"],
-                tr.rolling_median(rp.last_srank(h), p.recover_window),
+                tr.rolling_median(last_srank(h), p.recover_window),
                 color=f"C{i}",
                 lw=1,
                 label=f"seed {s}",
@@ -1039,7 +1044,7 @@ def fig_burst_srank(p, runs: dict, summary: dict):
             c = r["control"]["hist"]
             ax.plot(
                 np.array(c["m_step"]) - r["start"],
-                tr.rolling_median(rp.last_srank(c), p.recover_window),
+                tr.rolling_median(last_srank(c), p.recover_window),
                 color=f"C{i}",
                 lw=0.8,
                 ls="--",

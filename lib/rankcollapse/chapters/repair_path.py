@@ -2,9 +2,11 @@
 
 Per-block gradients at each saved collapse (task loss, hinge, healthy network), the query–key gradient after
 the skip scale is switched back, switches held at several alpha, the reversed-ramp hysteresis and the loss
-after recovery. The saved collapses and healthy networks come from :func:`rankcollapse.lm.runs.main_runs`;
-the switches are :func:`rankcollapse.lm.training.branch` runs with a constant alpha; the reversed ramp is the
-same branch ``repair-treatments`` asks for (loaded by content if it ran).
+after recovery. The saved collapses and healthy networks come from
+:func:`rankcollapse.repair.drivers.main_runs`; the switches are :func:`rankcollapse.lm.training.branch` runs
+with a constant alpha; the reversed ramp is the same branch ``repair-treatments`` asks for (loaded by content
+if it ran). The page makes the study's spec (``study``, :func:`rankcollapse.book.repair_params.study_spec`)
+once and passes it to what trains or builds a run's spec here.
 """
 
 from __future__ import annotations
@@ -15,13 +17,19 @@ from fractions import Fraction
 import numpy as np
 
 from ..book import checks
+from ..book.html_tables import html_table
 from ..book.params import Param, Schema
+from ..book.repair_params import DRIVER_PARAMS, RECOVERY_PARAMS, validate_driver
 from ..core.stats import spearman
 from ..lm import gradpath as gp
 from ..lm import model as lm
-from ..lm import runs as rp
 from ..lm import training as tr
-from . import branching, common
+from ..repair.controls import control_chain_job, control_collapsed, control_summary, held_control_job
+from ..repair.drivers import driver_job, run_spec
+from ..repair.recovery import at_step, last_srank, median_around, recovery
+from ..repair.spec import StudySpec
+from ..repair.stages import branch_path, run_stage
+from ..repair.treatments import branch_spec
 
 # the paper's numbers this page quotes (depth 12): Figure 2's gradient norms at the collapse, and Figure 6's
 # alpha of collapse and of recovery
@@ -50,8 +58,7 @@ def glue_paper(ch) -> None:
 
 SCHEMA = Schema(
     "repair-path",
-    common.DRIVER_PARAMS
-    + branching.BRANCH_PARAMS
+    DRIVER_PARAMS
     + [
         # H4 is decided on the held switches, so their grid must locate the recovery threshold and reach a
         # refutation: its lowest value lies at or below 1.5x the alpha of collapse (full: 0.03 = 1.5x the
@@ -91,7 +98,7 @@ SCHEMA = Schema(
             low=1,
             high=10**6,
         ),
-        *common.RECOVERY_PARAMS,  # the same recovery rule as repair-treatments
+        *RECOVERY_PARAMS,  # the same recovery rule as repair-treatments
         # H5 is judged at the delay alpha whose undelayed switch recovered in a share of events closest to
         # 1/2 (strictly between 0 and 1): full delays at the three alphas between "never" (0.1) and "always"
         # (0.3) of the previous grid; two delays keep its cost that of three delays at two alphas. smoke:
@@ -182,7 +189,7 @@ def validate(p) -> None:
     """Checks across parameters, before any work (the schema checks each one alone)."""
     from ..book.params import ParameterError
 
-    common.validate_driver(p)
+    validate_driver(p)
     if any(d % 10 for d in p.delays) or list(p.delays) != sorted(set(p.delays)):
         raise ParameterError(f"parameter 'delays' = {p.delays} must be strictly increasing multiples of 10")
     if list(p.switch_alphas) != sorted(set(p.switch_alphas)):
@@ -217,7 +224,7 @@ def validate(p) -> None:
         )
     if min(p.h7_control_alphas) < 1.0 and p.ramp_start + p.settle_steps + p.branch_steps <= p.ramp_end + 1:
         # the reversed ramp's control splits off H7's control after max(switch, ramp_end) and must end
-        # after it (branching.control_chain_job); the earliest switch is ramp_start + settle_steps
+        # after it (repair.controls.control_chain_job); the earliest switch is ramp_start + settle_steps
         raise ParameterError(
             f"parameters 'ramp_start' = {p.ramp_start}, 'settle_steps' = {p.settle_steps}, 'branch_steps' = "
             f"{p.branch_steps} and 'ramp_end' = {p.ramp_end}: ramp_start + settle_steps + branch_steps must "
@@ -264,21 +271,24 @@ def _final_path(summary: dict):
     return Path(summary["dir"]) / "driver.pt"
 
 
-def switch_spec(p, seed: int, start: int, alpha: float) -> tr.RunSpec:
-    base = rp.run_spec(p, seed)
+def switch_spec(study: StudySpec, seed: int, start: int, alpha: float) -> tr.RunSpec:
+    base = run_spec(study, seed)
     return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((start, float(alpha)),)})
 
 
-def untreated_spec(p, e) -> tr.RunSpec:
-    return rp.branch_spec(p, e["seed"], e["start"], "untreated", {}, 0.0)
+def untreated_spec(study: StudySpec, e) -> tr.RunSpec:
+    return branch_spec(study, e["seed"], e["start"], "untreated", {}, 0.0)
 
 
-def delay_segments(p, e, d: int, a: float) -> list:
+def delay_segments(study: StudySpec, e, d: int, a: float) -> list:
     """The chain of a switch to ``a`` after ``d`` further collapsed steps: the untreated branch for ``d``
     steps (one trajectory with the untreated branch of ``repair-treatments`` and every other delay: a held
     branch continues the longest saved shorter one and saves its state every 100 steps), then the switch
     held for ``branch_steps``."""
-    return [(untreated_spec(p, e), d), (switch_spec(p, e["seed"], e["start"] + d, a), p.branch_steps)]
+    return [
+        (untreated_spec(study, e), d),
+        (switch_spec(study, e["seed"], e["start"] + d, a), study.branch.steps),
+    ]
 
 
 def control_steps(p, e, alpha: float) -> int:
@@ -289,15 +299,15 @@ def control_steps(p, e, alpha: float) -> int:
 
 
 def run_switches(
-    p, events: list[dict], log=print, healthy: dict | None = None
+    p, study: StudySpec, events: list[dict], log=print, healthy: dict | None = None
 ) -> tuple[dict, dict, dict, dict, dict]:
     """Everything trained from the saved collapses, in one parallel pool: switches held at each switch alpha
     (``branch_steps``), at each probe alpha for ``after_steps`` (gradients read at their end), the reversed
     ramp of ``repair-treatments`` and the delayed switches (chains: untreated for each delay, then the
     switch); and the controls: per event seed, H3's driver of depth ``control_depth`` through the same ramp
     to the same alpha_min, and H7's never-collapsed drivers held at each ``h7_control_alphas`` value
-    (:func:`rankcollapse.lm.runs.held_control_job`, as far as :func:`control_steps`; at alpha = 1 that
-    control is the healthy network, taken from ``healthy``); and the slow reversed ramp
+    (:func:`rankcollapse.repair.controls.held_control_job`, as far as :func:`control_steps`; at alpha = 1
+    that control is the healthy network, taken from ``healthy``); and the slow reversed ramp
     (:func:`slow_ramp_spec`, ``slow_ramp_steps``; none when ``slow_ramp_factor`` is 1) and the reversed
     ramp's control matched in training time (:func:`ramp_control_spec`). Returns (hold, after, rev, slow,
     delayed, controls) with ``controls = {"h3": {seed: summary}, "h7": {seed: {alpha: summary}}, "ramp":
@@ -306,12 +316,12 @@ def run_switches(
     for e in events:
         for d in p.delays:  # shortest first: each longer delay continues the untreated branch of the last
             for a in p.delay_alphas:
-                jobs.append(("chain", {"parent": e["collapse"], "segments": delay_segments(p, e, d, a)}))
+                jobs.append(("chain", {"parent": e["collapse"], "segments": delay_segments(study, e, d, a)}))
                 labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps")
                 tags.append(("delay", e["seed"], (d, a)))
     for e in events:
         s = e["seed"]
-        jobs.append(("driver", rp.driver_job(p, s, depth=p.control_depth)))
+        jobs.append(("driver", driver_job(study, s, depth=p.control_depth)))
         labels.append(f"seed {s} control: depth {p.control_depth} to alpha {p.alpha_min:g}")
         tags.append(("h3", s, None))
         for a in p.h7_control_alphas:
@@ -319,10 +329,10 @@ def run_switches(
                 continue
             if a == ramp_control_alpha(p):  # the reversed ramp's control follows it until ramp_split
                 jobs.append(
-                    ("chain", branching.control_chain_job(p, s, a, ramp_split(p, e), control_steps(p, e, a)))
+                    ("chain", control_chain_job(study, s, a, ramp_split(p, e), control_steps(p, e, a)))
                 )
             else:
-                jobs.append(("driver", rp.held_control_job(p, s, a, control_steps(p, e, a))))
+                jobs.append(("driver", held_control_job(study, s, a, control_steps(p, e, a))))
             labels.append(f"seed {s} control: ramp to alpha {a:g} and held")
             tags.append(("h7", s, a))
     for e in events:
@@ -333,7 +343,7 @@ def run_switches(
                     "branch",
                     {
                         "parent": e["collapse"],
-                        "spec": switch_spec(p, e["seed"], e["start"], a),
+                        "spec": switch_spec(study, e["seed"], e["start"], a),
                         "steps": p.after_steps,
                     },
                 )
@@ -346,7 +356,7 @@ def run_switches(
                     "branch",
                     {
                         "parent": e["collapse"],
-                        "spec": switch_spec(p, e["seed"], e["start"], a),
+                        "spec": switch_spec(study, e["seed"], e["start"], a),
                         "steps": p.branch_steps,
                     },
                 )
@@ -358,7 +368,7 @@ def run_switches(
                 "branch",
                 {
                     "parent": e["collapse"],
-                    "spec": rp.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0),
+                    "spec": branch_spec(study, e["seed"], e["start"], "reversed-ramp", {}, 0.0),
                     "steps": p.branch_steps,
                 },
             )
@@ -371,7 +381,7 @@ def run_switches(
                     "branch",
                     {
                         "parent": e["collapse"],
-                        "spec": slow_ramp_spec(p, e["seed"], e["start"]),
+                        "spec": slow_ramp_spec(p, study, e["seed"], e["start"]),
                         "steps": p.slow_ramp_steps,
                     },
                 )
@@ -380,18 +390,18 @@ def run_switches(
             tags.append(("slow", e["seed"], None))
         if ramp_control_alpha(p) < 1.0:
             # H7's control at the same alpha until ramp_split (its saved state there), then ramped back up
-            spec = ramp_control_spec(p, e["seed"], e["start"])
+            spec = ramp_control_spec(p, study, e["seed"], e["start"])
             a = ramp_control_alpha(p)
             end = e["start"] + p.branch_steps
-            jobs.append(("chain", branching.control_chain_job(p, e["seed"], a, ramp_split(p, e), end, spec)))
+            jobs.append(("chain", control_chain_job(study, e["seed"], a, ramp_split(p, e), end, spec)))
             labels.append(f"seed {e['seed']} control: down to {ramp_control_alpha(p):g} and back up")
             tags.append(("rampctl", e["seed"], None))
-    res = branching.run_stage(p, jobs, log, labels)
+    res = run_stage(study, jobs, log, labels)
     hold, after, rev, slow, delayed = {}, {}, {}, {}, {}
     controls = {"h3": {}, "h7": {}, "ramp": {}}
     for (kind, s, a), (jk, job), o in zip(tags, jobs, res):
         if jk == "chain" and kind in ("h7", "rampctl"):  # a control as two legs: summarised as its driver
-            o = branching.control_summary(p, job, o)
+            o = control_summary(study.driver, job, o)
         if kind == "hold":
             hold.setdefault(s, {})[a] = o
         elif kind == "after":
@@ -415,13 +425,13 @@ def run_switches(
 
 
 def h7_control_collapsed(p, c: dict, alpha: float) -> bool:
-    """Whether H7's control at ``alpha`` collapsed (:func:`rankcollapse.lm.runs.control_collapsed`); at
-    alpha = 1 (the healthy network, whose detector is armed from step 0 and may have settled on the early
+    """Whether H7's control at ``alpha`` collapsed (:func:`rankcollapse.repair.controls.control_collapsed`);
+    at alpha = 1 (the healthy network, whose detector is armed from step 0 and may have settled on the early
     dip it heals from) by its final srank alone."""
     if alpha == 1.0:
         h = c["hist"]
-        return rp.median_around(h, h["m_step"][-1]) < p.threshold
-    return rp.control_collapsed(c, p.threshold)
+        return median_around(h, h["m_step"][-1]) < p.threshold
+    return control_collapsed(c, p.threshold)
 
 
 def gradients_after(p, events, after: dict) -> dict:
@@ -441,7 +451,7 @@ def control_gap(b: dict, control: dict | None) -> float | None:
     control at that alpha, or the control does not reach that step)."""
     if control is None or b["step"] not in control["hist"]["m_step"]:
         return None
-    return b["final_probe"]["loss"] - rp.at_step(control["hist"], b["step"], "probe_loss")
+    return b["final_probe"]["loss"] - at_step(control["hist"], b["step"], "probe_loss")
 
 
 def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -> dict:
@@ -455,13 +465,13 @@ def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -
         rows = []
         for e in events:
             b = hold[e["seed"]][a]
-            rec = rp.recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
-            gap = b["final_probe"]["loss"] - rp.at_step(healthy[e["seed"]]["hist"], b["step"], "probe_loss")
+            rec = recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
+            gap = b["final_probe"]["loss"] - at_step(healthy[e["seed"]]["hist"], b["step"], "probe_loss")
             rows.append(
                 {
                     "seed": e["seed"],
                     "recovered_after": rec,
-                    "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window :]),
+                    "final_srank": statistics.median(last_srank(b["hist"])[-p.recover_window :]),
                     "loss_gap": gap,
                     "control_gap": control_gap(b, h7.get(e["seed"], {}).get(a)),
                     "step": b["step"],
@@ -477,10 +487,10 @@ def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -
     return out
 
 
-def slow_ramp_spec(p, seed: int, start: int) -> tr.RunSpec:
+def slow_ramp_spec(p, study: StudySpec, seed: int, start: int) -> tr.RunSpec:
     """The slow reversed ramp from the saved collapse of ``seed`` at step ``start``: alpha from alpha_min
     back to 1 over ``slow_ramp_factor`` times the driver's ramp length (:func:`slow_ramp_rate` per step)."""
-    base = rp.run_spec(p, seed)
+    base = run_spec(study, seed)
     length = p.slow_ramp_factor * (p.ramp_end - p.ramp_start)
     return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((start, p.alpha_min), (start + length, 1.0))})
 
@@ -496,13 +506,13 @@ def ramp_control_alpha(p) -> float:
     return float(min(p.h7_control_alphas))
 
 
-def ramp_control_spec(p, seed: int, start: int) -> tr.RunSpec:
+def ramp_control_spec(p, study: StudySpec, seed: int, start: int) -> tr.RunSpec:
     """The reversed ramp's control, matched in training time: the model and seed of the event ramped down
     only to :func:`ramp_control_alpha` (where it does not collapse), held there until the switch step
     ``start``, then ramped back up to 1 over the same steps as the reversed ramp (reaching 1 at the same
     step). It differs from the reversed ramp by the collapse alone, not by the time spent at a small
     alpha or the steps trained."""
-    base = rp.run_spec(p, seed)
+    base = run_spec(study, seed)
     a = ramp_control_alpha(p)
     down = tr.driver_knots(p.ramp_start, p.ramp_end, a)
     held = ((start, a),) if start > p.ramp_end else ()
@@ -530,7 +540,7 @@ def ramp_control_rows(p, events, rev: dict, controls: dict, healthy: dict) -> li
         if b is None:
             continue
         c = controls.get("ramp", {}).get(s) if ramp_control_alpha(p) < 1.0 else healthy[s]
-        collapsed = c is not None and ramp_control_alpha(p) < 1.0 and rp.control_collapsed(c, p.threshold)
+        collapsed = c is not None and ramp_control_alpha(p) < 1.0 and control_collapsed(c, p.threshold)
         gap = control_gap(b, c)
         out.append(
             {
@@ -538,8 +548,8 @@ def ramp_control_rows(p, events, rev: dict, controls: dict, healthy: dict) -> li
                 "excess": None if collapsed else gap,
                 "control_collapsed": collapsed,
                 "gap_healthy": b["final_probe"]["loss"]
-                - rp.at_step(healthy[s]["hist"], b["step"], "probe_loss"),
-                "recovered": rp.recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
+                - at_step(healthy[s]["hist"], b["step"], "probe_loss"),
+                "recovered": recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
                 is not None,
             }
         )
@@ -593,11 +603,11 @@ def record_ramp_control(ch, p, rows: list[dict]) -> None:
 
 
 def _alpha_recovered(e: dict, run: dict, spec, p) -> float | None:
-    rec = rp.recovery(run["hist"], e["start"], e["rec_threshold"], p.recover_window)
+    rec = recovery(run["hist"], e["start"], e["rec_threshold"], p.recover_window)
     return spec.alpha(e["start"] + rec) if rec is not None else None
 
 
-def hysteresis(p, events, drivers, rev, slow: dict | None = None) -> list[dict]:
+def hysteresis(p, study: StudySpec, events, drivers, rev, slow: dict | None = None) -> list[dict]:
     """Per event: alpha at the driver's first crossing of the collapse threshold, alpha at which the
     reversed ramp recovered (None if it did not within the branch), and the same on the slow reversed ramp
     (``slow``: :func:`run_switches`'s; ``alpha_recover_slow`` is left out without it)."""
@@ -607,13 +617,13 @@ def hysteresis(p, events, drivers, rev, slow: dict | None = None) -> list[dict]:
         h = d["hist"]
         fc = d["det"]["first_cross"]
         a_col = h["alpha"][h["m_step"].index(fc)]
-        spec = rp.branch_spec(p, e["seed"], e["start"], "reversed-ramp", {}, 0.0)
+        spec = branch_spec(study, e["seed"], e["start"], "reversed-ramp", {}, 0.0)
         a_rec = _alpha_recovered(e, rev[e["seed"]], spec, p)
         row = {"seed": e["seed"], "alpha_collapse": a_col, "alpha_recover": a_rec}
         row["ratio"] = _ratio(a_rec, a_col)
         if slow:
             row["alpha_recover_slow"] = _alpha_recovered(
-                e, slow[e["seed"]], slow_ramp_spec(p, e["seed"], e["start"]), p
+                e, slow[e["seed"]], slow_ramp_spec(p, study, e["seed"], e["start"]), p
             )
         out.append(row)
     return out
@@ -631,7 +641,7 @@ def _ratio(a_rec: float | None, a_col: float) -> float | None:
 def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dict]:
     """H3's control per event seed: the driver of depth ``control_depth`` through the same ramp to the same
     alpha_min (its final state, at alpha_min), whether it collapsed
-    (:func:`rankcollapse.lm.runs.control_collapsed`), its final srank (10-measurement median), its
+    (:func:`rankcollapse.repair.controls.control_collapsed`), its final srank (10-measurement median), its
     median-over-blocks Q/K task gradient at alpha_min on the probe batch, and that over the healthy
     network's of the same seed (:func:`gradients_at_collapse`)."""
     out = []
@@ -645,8 +655,8 @@ def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dic
             {
                 "seed": s,
                 "depth": p.control_depth,
-                "collapsed": rp.control_collapsed(c, p.threshold),
-                "final_srank": rp.median_around(c["hist"], c["hist"]["m_step"][-1]),
+                "collapsed": control_collapsed(c, p.threshold),
+                "final_srank": median_around(c["hist"], c["hist"]["m_step"][-1]),
                 "qk": qk,
                 "qk_healthy": qh,
                 "qk_ratio": qk / qh,
@@ -669,13 +679,13 @@ def detection_lag_alpha(p) -> float:
     return p.recover_window * tr.RunSpec.measure_every / 2 * ramp_rate(p)
 
 
-def weight_rank_table(p, events, drivers, healthy) -> dict:
+def weight_rank_table(p, study: StudySpec, events, drivers, healthy) -> dict:
     """Stable rank of the weight matrices (median over blocks) at initialisation, at the saved collapse and
     at the healthy network's end, beside the last block's token srank."""
     out = {}
     for e in events:
         s = e["seed"]
-        init = lm.build_model(rp.run_spec(p, s).model, s)
+        init = lm.build_model(run_spec(study, s).model, s)
         col = tr.load_model(e["collapse"], p.alpha_min)
         hm = tr.load_model(_final_path(healthy[s]), 1.0)
         probe = _probe(p, s)
@@ -819,7 +829,7 @@ def fig_hysteresis(p, events, drivers, rev, slow: dict | None = None):
         r = rev[e["seed"]]["hist"]
         ax.plot(
             r["alpha"],
-            tr.rolling_median(rp.last_srank(r), p.recover_window),
+            tr.rolling_median(last_srank(r), p.recover_window),
             "--",
             color=f"C{i}",
             lw=1,
@@ -829,7 +839,7 @@ def fig_hysteresis(p, events, drivers, rev, slow: dict | None = None):
             r = slow[e["seed"]]["hist"]
             ax.plot(
                 r["alpha"],
-                tr.rolling_median(rp.last_srank(r), p.recover_window),
+                tr.rolling_median(last_srank(r), p.recover_window),
                 ":",
                 color=f"C{i}",
                 lw=1.2,
@@ -859,7 +869,7 @@ def fig_switches(p, events, hold):
             h = hold[e["seed"]][a]["hist"]
             ax.plot(
                 np.array(h["m_step"]) - e["start"],
-                tr.rolling_median(rp.last_srank(h), p.recover_window),
+                tr.rolling_median(last_srank(h), p.recover_window),
                 color=f"C{i}",
                 lw=1,
                 label=f"seed {e['seed']}",
@@ -893,14 +903,14 @@ def delayed_points(p, events, hold, delayed, healthy, controls: dict | None = No
         hh = healthy[s]["hist"]
         for a in p.delay_alphas:
             pts = [(0, e["collapse"], hold[s][a])]
-            pts += [(d, rp.branch_path(delayed[s][(d, a)][-2]), delayed[s][(d, a)][-1]) for d in p.delays]
+            pts += [(d, branch_path(delayed[s][(d, a)][-2]), delayed[s][(d, a)][-1]) for d in p.delays]
             for d, state, b in pts:
                 m = tr.load_model(state, p.alpha_min)
                 s_at = float(tr.probe_measure(m, probe, all_blocks=False)["srank"][-1])
                 q = med(gp.block_grad_norms(m, *probe, alpha=a)["task_qk"])
-                rec = rp.recovery(b["hist"], e["start"] + d, e["rec_threshold"], p.recover_window)
+                rec = recovery(b["hist"], e["start"] + d, e["rec_threshold"], p.recover_window)
                 gap = (
-                    b["final_probe"]["loss"] - rp.at_step(hh, b["step"], "probe_loss")
+                    b["final_probe"]["loss"] - at_step(hh, b["step"], "probe_loss")
                     if b["step"] in hh["m_step"]
                     else None
                 )
@@ -912,7 +922,7 @@ def delayed_points(p, events, hold, delayed, healthy, controls: dict | None = No
                         "predictor": q,
                         "srank_at_switch": s_at,
                         "recovered_after": rec,
-                        "final_srank": statistics.median(rp.last_srank(b["hist"])[-p.recover_window :]),
+                        "final_srank": statistics.median(last_srank(b["hist"])[-p.recover_window :]),
                         "loss_gap": gap,
                         "control_gap": control_gap(b, h7.get(s, {}).get(a)),
                     }
@@ -1365,7 +1375,7 @@ def table_reopening(p, at_collapse: dict, reopening: dict) -> str:
     """HTML table: the median Q/K gradient at the collapse and at each probe alpha, before any update and
     after ``after_steps`` updates."""
     reopen, later = reopening["reopen"], reopening["later"]
-    return rp.html_table(
+    return html_table(
         ["alpha", "median Q/K gradient, before any update", f"after {p.after_steps} updates"],
         [[f"{p.alpha_min} (collapsed)", f"{at_collapse['qk_collapsed']:.2e}", "–"]]
         + [[a, f"{reopen[a]:.2e}", f"{later[a]:.2e}"] for a in p.probe_alphas],
@@ -1453,7 +1463,7 @@ def table_h3_control(ctl: list[dict], at_collapse: dict) -> str:
     """HTML table: per event seed, H3's control (depth, final srank, collapsed or not, median Q/K task
     gradient at alpha_min, its ratio to the healthy network's) beside the collapsed networks' median
     ratio."""
-    return rp.html_table(
+    return html_table(
         [
             "seed",
             "control depth",
@@ -1514,7 +1524,7 @@ def record_h7_controls(ch, p, sw: dict, rows: list[dict], controls: dict) -> dic
 def table_h7(ev: dict) -> str:
     """HTML table: every recovered switch at a control alpha with a valid control: its loss above the
     control held at the same alpha (the excess H7 decides on) and above the healthy network."""
-    return rp.html_table(
+    return html_table(
         [
             "seed",
             "alpha",
@@ -1565,7 +1575,7 @@ def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) 
             for h in hy
         ),
     )
-    sbr = float(np.median([rp.median_around(drivers[e["seed"]]["hist"], p.ramp_start) for e in events]))
+    sbr = float(np.median([median_around(drivers[e["seed"]]["hist"], p.ramp_start) for e in events]))
     ch.value(
         "srank_before_ramp",
         sbr,
@@ -1703,7 +1713,7 @@ def table_switches(p, sw: dict) -> str:
     beside the paper's recovered counts and median steps."""
     paper_recovered = {0.1: "2/8", 0.3: "7/8", 0.6: "8/8"}
     paper_steps = {0.1: 94, 0.3: 71, 0.6: 50}
-    return rp.html_table(
+    return html_table(
         [
             "alpha held",
             "recovered / events",
@@ -1796,7 +1806,7 @@ def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
 def table_delayed(rows: list[dict]) -> str:
     """HTML table: one row per (event, alpha, delay) with the srank before the switch, the predictor, steps
     to recovery, final srank and loss gap to the healthy network."""
-    return rp.html_table(
+    return html_table(
         [
             "seed",
             "alpha",
@@ -1900,7 +1910,7 @@ def table_predictor(split: dict) -> str:
             held,
         ]
 
-    return rp.html_table(
+    return html_table(
         [
             "switches",
             "development seeds",
@@ -1961,7 +1971,7 @@ def table_weight_ranks(wr: dict) -> str:
     """HTML table: per seed and state (init, collapsed, healthy), each weight kind's stable rank and the last
     block's token srank."""
     kinds = WEIGHT_KINDS
-    return rp.html_table(
+    return html_table(
         ["seed", "state"] + list(kinds) + ["token srank (last block)"],
         [
             [s, st] + [f"{wr[s][st][k]:.2f}" for k in kinds] + [f"{wr[s][st]['token_srank']:.2f}"]
@@ -2381,7 +2391,7 @@ def h7_pairs(p, sw: dict, rows: list[dict], controls: dict) -> dict:
             "seed": s,
             "alpha": a,
             "collapsed": (s, a) in bad,
-            "final_srank": rp.median_around(c["hist"], c["hist"]["m_step"][-1]),
+            "final_srank": median_around(c["hist"], c["hist"]["m_step"][-1]),
             "steps": c["step"],
         }
         for s, by in h7.items()

@@ -1,7 +1,8 @@
 """Chapter `repair-treatments`: every loss term from each saved collapse (Figure 1, Table 2, Figure 6 left).
 
-The saved collapses come from :func:`rankcollapse.lm.runs.main_runs` (train-or-load by content key, the same
-call ``repair-driver`` makes), never from another chapter's output folder.
+The saved collapses come from :func:`rankcollapse.repair.drivers.main_runs` (train-or-load by content key,
+the same runs ``repair-driver`` asks for), never from another chapter's output folder. The page makes the
+study's spec (``study``, :func:`rankcollapse.book.repair_params.study_spec`) once and passes it here.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ import numpy as np
 import torch
 
 from ..book import checks
+from ..book.html_tables import html_table
 from ..book.params import Param, ParameterError, Schema, require_distinct
-from ..lm import runs as rp
+from ..book.repair_params import DRIVER_PARAMS, RECOVERY_PARAMS, validate_driver
 from ..lm import training as tr
-from . import branching, common
+from ..repair.recovery import at_step, last_srank, q_of, recovery
+from ..repair.spec import CALIB_STEPS, RecoverySettings, StudySpec
+from ..repair.stages import run_stage
+from ..repair.treatments import LOSS_TERMS, TREATMENTS, added_loss, branch_spec, calib_target
 
 # the paper's Table 2 (median, range low, range high, clip fraction) and its outcome: 0/8 recovered for terms
 PAPER_TABLE2 = {
@@ -40,22 +45,21 @@ def glue_paper(ch) -> None:
 
 SCHEMA = Schema(
     "repair-treatments",
-    common.DRIVER_PARAMS
-    + branching.BRANCH_PARAMS
+    DRIVER_PARAMS
     + [
         Param(
             "treatments",
             "str_list",
             "treatment branches started from each saved collapse",
-            list(rp.TREATMENTS),
-            choices=rp.TREATMENTS,
+            list(TREATMENTS),
+            choices=TREATMENTS,
         ),
-        *common.RECOVERY_PARAMS,
+        *RECOVERY_PARAMS,
         Param(
             "calib_steps",
             "int",
             "beta is set on the training batches of the branch's first this many updates (saved state)",
-            rp.CALIB_STEPS,
+            CALIB_STEPS,
             low=1,
             high=10**6,
         ),
@@ -78,24 +82,24 @@ SCHEMA = Schema(
 CALIB_CHECK = 0.05  # the issue's test of the calibration: every term adds its target within 5% at the switch
 
 
-def run_branches(p, events: list[dict], log=print) -> dict:
+def run_branches(p, study: StudySpec, events: list[dict], log=print) -> dict:
     """Every treatment branch of every event (one parallel stage); a loss term's beta is its multiplier
-    times the 1x beta of its kind (``e["betas"]``, :func:`rankcollapse.lm.runs.prepare_events`)."""
+    times the 1x beta of its kind (``e["betas"]``, :func:`rankcollapse.repair.events.prepare_events`)."""
     jobs, labels, tags = [], [], []
     for e in events:
         for tname in p.treatments:
-            spec = rp.branch_spec(p, e["seed"], e["start"], tname, e["betas"], e["s0"])
+            spec = branch_spec(study, e["seed"], e["start"], tname, e["betas"], e["s0"])
             jobs.append(("branch", {"parent": e["collapse"], "spec": spec, "steps": p.branch_steps}))
             labels.append(f"seed {e['seed']} {tname}")
             tags.append((e["seed"], tname))
-    out = branching.run_stage(p, jobs, log, labels)
+    out = run_stage(study, jobs, log, labels)
     res = {}
     for (s, tname), o in zip(tags, out):
         res.setdefault(s, {})[tname] = o
     return res
 
 
-def summarise(p, events: list[dict], branches: dict, healthy: dict) -> dict:
+def summarise(p, study: StudySpec, events: list[dict], branches: dict, healthy: dict) -> dict:
     """Per treatment: recoveries under the book's stricter threshold (``rec_threshold``) and under the
     paper's literal one (``rec_threshold_literal``, half the healthy srank), rho (median per event; median
     and range over events), clip fraction, achieved added loss (mean over the first ``calib_steps`` steps)
@@ -107,21 +111,21 @@ def summarise(p, events: list[dict], branches: dict, healthy: dict) -> dict:
             b = branches[e["seed"]][tname]
             h = b["hist"]
             end = b["step"]
-            gap = b["final_probe"]["loss"] - rp.at_step(healthy[e["seed"]]["hist"], end, "probe_loss")
-            cal = at_switch(p, e, tname)
+            gap = b["final_probe"]["loss"] - at_step(healthy[e["seed"]]["hist"], end, "probe_loss")
+            cal = at_switch(study.recovery, e, tname)
             rows.append(
                 {
                     "seed": e["seed"],
-                    "recovered_after": rp.recovery(h, e["start"], e["rec_threshold"], p.recover_window),
-                    "recovered_after_literal": rp.recovery(
+                    "recovered_after": recovery(h, e["start"], e["rec_threshold"], p.recover_window),
+                    "recovered_after_literal": recovery(
                         h, e["start"], e["rec_threshold_literal"], p.recover_window
                     ),
                     "rho": statistics.median(h["rho"]) if h["rho"] else None,
                     "clip_fraction": float(np.mean(h["clipped"])),
-                    "added_loss": rp.added_loss(h, p.calib_steps),
+                    "added_loss": added_loss(h, p.calib_steps),
                     **cal,
                     "first_step_check": abs(h["term"][0] / cal["first_batch"] - 1) if cal["target"] else 0.0,
-                    "final_srank": statistics.median(rp.last_srank(h)[-p.recover_window :]),
+                    "final_srank": statistics.median(last_srank(h)[-p.recover_window :]),
                     "loss_gap": gap,
                 }
             )
@@ -145,30 +149,30 @@ def summarise(p, events: list[dict], branches: dict, healthy: dict) -> dict:
     return out
 
 
-def at_switch(p, e: dict, tname: str) -> dict:
+def at_switch(rec: RecoverySettings, e: dict, tname: str) -> dict:
     """The calibration of a treatment in one event: its target (multiplier x Lambda), beta, what the term
     adds at the saved state averaged over the branch's first ``calib_steps`` training batches (the target,
     by construction: the term is linear in beta there), on the first batch alone (the branch's first
     recorded term must equal it: a check that the calibration saw the branch's batches), and what the former
     calibration, beta = Lambda / raw on the probe batch, would have added at the switch."""
-    if tname not in rp.LOSS_TERMS:
+    if tname not in LOSS_TERMS:
         return {"target": 0.0, "beta": None, "at_switch": 0.0, "first_batch": 0.0, "probe_set": 0.0}
     kind, mult = tname.split("-")
     c = e["calib"][kind]
     beta = e["betas"][kind] * float(mult[:-1])
     return {
-        "target": rp.calib_target(p, tname),
+        "target": calib_target(rec, tname),
         "beta": beta,
         "at_switch": beta * c["raw"],
         "first_batch": beta * c["raws"][0],
-        "probe_set": rp.calib_target(p, tname) * c["raw"] / c["probe_raw"],
+        "probe_set": calib_target(rec, tname) * c["raw"] / c["probe_raw"],
     }
 
 
 def loss_terms(p) -> list[str]:
     """The loss-term treatments among ``p.treatments``, in the order of
-    :data:`rankcollapse.lm.runs.LOSS_TERMS`."""
-    return [t for t in rp.LOSS_TERMS if t in p.treatments]
+    :data:`rankcollapse.repair.treatments.LOSS_TERMS`."""
+    return [t for t in LOSS_TERMS if t in p.treatments]
 
 
 # -- what the chapter records (each takes the chapter handle ``ch``: value, glue, verdict) --------------
@@ -228,7 +232,7 @@ def literal_position(literal: list[float], threshold: float) -> str:
     )
 
 
-def record_recovery(ch, p, summary: dict) -> None:
+def record_recovery(ch, p, study: StudySpec, summary: dict) -> None:
     """Record recoveries (under the book's stricter threshold and under the paper's literal one), steps to
     recovery and final srank per treatment (Figure 1); glue the loss terms' recoveries under both, the
     untreated and reversed-ramp recoveries (with the reversed ramp's steps, or "–" where it was not run),
@@ -276,7 +280,7 @@ def record_recovery(ch, p, summary: dict) -> None:
     rr = summary.get("reversed-ramp")
     ch.glue("rev_recovered", rr["recovered"] if rr else 0)
     ch.glue("rev_steps", ", ".join(str(r["recovered_after"]) for r in rr["rows"]) if rr else "–")
-    rev_end = rp.branch_spec(p, 0, 0, "reversed-ramp", {}, 0.0).alpha(p.branch_steps)
+    rev_end = branch_spec(study, 0, 0, "reversed-ramp", {}, 0.0).alpha(p.branch_steps)
     ch.glue("rev_alpha_end", rev_end)
     ch.glue("rev_ramp_steps", p.ramp_end - p.ramp_start)
     ch.glue("branch_ramp_lengths", p.branch_steps / (p.ramp_end - p.ramp_start))
@@ -292,7 +296,7 @@ def table_recovery(p, summary: dict) -> str:
     def _steps(rows, key):
         return ", ".join("–" if r[key] is None else str(r[key]) for r in rows)
 
-    return rp.html_table(
+    return html_table(
         [
             "treatment",
             "recovered, stricter threshold (decides)",
@@ -420,7 +424,7 @@ def table_rho(p, summary: dict) -> str:
                 f"{pp[3]:.2f}",
             ]
         )
-    return rp.html_table(
+    return html_table(
         [
             "treatment",
             "events",
@@ -441,7 +445,7 @@ def table_rho(p, summary: dict) -> str:
 
 def table_loss_gap(p, summary: dict) -> str:
     """HTML table: final srank (median over events) and loss gap to the healthy network per treatment."""
-    return rp.html_table(
+    return html_table(
         [
             "treatment",
             "final srank (median over events)",
@@ -748,7 +752,7 @@ def synthetic_force(n: int, d: int, deltas, seed: int, s0: float = math.sqrt(2.0
             val = tr.term_value(tr.Term(kind, 1.0, s0), [X[None]])
             (gX,) = torch.autograd.grad(val, X)
             norms.append(float(gX.norm()))
-            qs.append(float(rp.q_of(float(tr.stable_rank(X.detach())))))
+            qs.append(float(q_of(float(tr.stable_rank(X.detach())))))
         out[kind] = norms
         out["Q"] = qs
     return out
@@ -784,7 +788,7 @@ def fig_after_switch(p, events, branches):
             x = np.array(h["m_step"]) - e["start"]
             ax.plot(
                 x,
-                tr.rolling_median(rp.last_srank(h), p.recover_window),
+                tr.rolling_median(last_srank(h), p.recover_window),
                 lw=1,
                 color=f"C{i}",
                 label=f"seed {e['seed']}",
@@ -809,7 +813,7 @@ def fig_rho(p, summary):
     medians."""
     import matplotlib.pyplot as plt
 
-    T = [t for t in rp.LOSS_TERMS if t in summary]
+    T = [t for t in LOSS_TERMS if t in summary]
     fig, ax = plt.subplots(figsize=(6, 3.4))
     for i, t in enumerate(T):
         r = [x["rho"] for x in summary[t]["rows"]]
@@ -850,7 +854,7 @@ def fig_synthetic(force: dict):
 def validate(p) -> None:
     """Checks across parameters, before any work (the runner calls it before a kernel starts; the chapter
     again)."""
-    common.validate_driver(p)
+    validate_driver(p)
     if p.calib_steps > p.branch_steps:
         raise ParameterError(
             f"parameters 'calib_steps' = {p.calib_steps} and 'branch_steps' = {p.branch_steps}: calib_steps "

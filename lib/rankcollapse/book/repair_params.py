@@ -1,13 +1,22 @@
-"""Not a chapter: the parameters the four Part III chapters share (the driver, and the recovery rule).
+"""The parameters the four Part III chapters share (the driver, and the recovery rule), and the one place a
+chapter's parameters become the study's typed spec (:func:`study_spec`).
 
 Every repair chapter declares :data:`DRIVER_PARAMS`; ``repair-treatments`` and ``repair-path`` also declare
 :data:`RECOVERY_PARAMS`, so both judge recovery by the same rule. The runs these parameters describe are in
-:mod:`rankcollapse.lm.runs`.
+:mod:`rankcollapse.repair`, which takes the :class:`~rankcollapse.repair.spec.StudySpec` made here.
 """
 
 from __future__ import annotations
 
-from ..book.params import Param, ParameterError, require_distinct, require_divisible
+from ..repair.spec import (
+    CALIB_STEPS,
+    BranchSettings,
+    DriverSettings,
+    RecoverySettings,
+    StudySpec,
+    train_device,
+)
+from .params import Param, ParameterError, require_distinct, require_divisible
 
 DRIVER_PARAMS = [
     Param(
@@ -163,3 +172,40 @@ RECOVERY_PARAMS = [
         "recover_window", "int", "measurements (10 steps each) in the recovery median", 5, low=1, high=1000
     ),
 ]
+
+
+def study_spec(p) -> StudySpec:
+    """The study's typed spec from a repair chapter's parameters ``p`` (any object with the
+    :data:`DRIVER_PARAMS`; the recovery rule when it has every one of :data:`RECOVERY_PARAMS`, the
+    calibration length ``calib_steps`` when it has one). A chapter makes it once, at its entry, and passes it
+    to :mod:`rankcollapse.repair`."""
+    driver = DriverSettings(
+        depth=p.depth,
+        d_model=p.d_model,
+        heads=p.heads,
+        ctx=p.ctx,
+        batch=p.batch,
+        lr=p.lr,
+        ramp_start=p.ramp_start,
+        ramp_end=p.ramp_end,
+        alpha_min=p.alpha_min,
+        tail_steps=p.tail_steps,
+        seeds=tuple(p.seeds),
+        threshold=p.threshold,
+        settle_steps=p.settle_steps,
+        window=p.window,
+        engine=getattr(p, "engine", "eager"),
+    )
+    branch = BranchSettings(steps=p.branch_steps, calib_steps=int(getattr(p, "calib_steps", CALIB_STEPS)))
+    recovery = None
+    if all(hasattr(p, q.name) for q in RECOVERY_PARAMS):
+        recovery = RecoverySettings(
+            added_loss=p.added_loss, recover_frac=p.recover_frac, recover_window=p.recover_window
+        )
+    return StudySpec(
+        driver=driver,
+        branch=branch,
+        recovery=recovery,
+        workers=getattr(p, "workers", 1),
+        device=train_device(getattr(p, "device", "cpu")),
+    )
