@@ -399,14 +399,18 @@ def cmd_record(a) -> int:
                 return 1
             vdocs[v] = load(vp)
         if a.moved:  # the code moved without changing a number: carry the record's measured tolerances
-            old = expected_path(a.profile, name)
-            if variants or a.with_recorded or not old.exists():
-                print(f"{name}: --moved takes no --spread and needs a record at {old}", file=sys.stderr)
+            old, prev = expected_path(a.profile, name), Path(a.moved) / name / "results.json"
+            if variants or a.with_recorded or not old.exists() or not prev.exists():
+                print(
+                    f"{name}: --moved takes no --spread and needs a record ({old}) and the old code's run "
+                    f"({prev})",
+                    file=sys.stderr,
+                )
                 return 1
             rec = load(old)
             removed = tuple(k for k in rec.get("params", {}) if k not in chapter_schema(name).all)
             try:
-                docs[name] = (src, moved(rec, doc, removed))
+                docs[name] = (src, moved(rec, load(prev), doc, removed))
             except RecordError as e:
                 print(f"rcbook record: {e}", file=sys.stderr)
                 return 1
@@ -586,10 +590,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--moved",
-        action="store_true",
-        help="the code moved without changing a number: keep the record's tolerances and take this run's "
-        "code keys, refused unless every value, verdict and parameter of this (native) run is "
-        "bit-identical to the record's",
+        default=None,
+        metavar="DIR",
+        help="the code moved without changing a number: DIR/<chapter>/results.json is a run of the code "
+        "that wrote the record, on this host under the same kernels as this run; refused unless every "
+        "value, verdict and parameter of the two runs is bit-identical, then the record keeps its "
+        "tolerances and takes this run's code keys",
     )
     common(p, device=False)
     p.set_defaults(fn=cmd_record)

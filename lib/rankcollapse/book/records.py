@@ -716,40 +716,51 @@ def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def moved(recorded: dict, now: dict, removed_params: tuple = ()) -> dict:
-    """The record ``recorded`` carried to the code that produced ``now``, a run of the same chapter under
-    the native kernels, when the code moved without changing any computation (``rcbook record --moved``).
+def moved(recorded: dict, before: dict, now: dict, removed_params: tuple = ()) -> dict:
+    """The record ``recorded`` carried to the code that produced ``now``, when the code moved without
+    changing any computation (``rcbook record --moved``).
 
-    Every value, every verdict (rule text, evidence and reason included) and every parameter must be
-    bit-identical between the record and this run; then the record's tolerances, measured over its kernel
-    variants under the old code, still describe this code, and only its code keys change. A parameter in
-    ``removed_params`` (one the chapter no longer has) may be missing from this run. Anything else that
+    ``before`` is a run of the code that wrote the record (its code key equals the record's) and ``now`` a
+    run of the new code, both on this host under the same kernels. Every value, every verdict (rule text,
+    evidence and reason included) and every parameter of the two runs must be bit-identical; then the new
+    code computes what the old one did, the record's tolerances, measured over its kernel variants, still
+    describe it, and only the record's code keys change. (The two runs are compared with each other, not
+    with the record's values, which another host's kernels may have computed.) A parameter in
+    ``removed_params`` (one the chapter no longer has) may be missing from ``now``. Anything else that
     differs is a :class:`RecordError` naming it: the change was not a move, and the chapter is re-recorded
     with ``--spread``."""
     ch = now.get("chapter")
-    if recorded.get("chapter") != ch or recorded.get("profile") != now.get("profile"):
-        raise RecordError(f"--moved: the record is of {recorded.get('chapter')}/{recorded.get('profile')}")
-    if (now.get("kernels") or {}).get("variant", "native") != "native":
+    for name, d in (("record", recorded), ("earlier run", before)):
+        if d.get("chapter") != ch or d.get("profile") != now.get("profile"):
+            raise RecordError(f"--moved: the {name} is of {d.get('chapter')}/{d.get('profile')}")
+    if before.get("code_hash") != recorded.get("code_hash"):
         raise RecordError(
-            f"--moved: chapter '{ch}' ran under kernel variant {now['kernels'].get('variant')}"
+            f"--moved: the earlier run of '{ch}' was made by other code than its record (code "
+            f"{str(before.get('code_hash'))[:12]}, recorded {str(recorded.get('code_hash'))[:12]})"
         )
-    rp = {k: v for k, v in recorded.get("params", {}).items() if k not in HOW_RUN}
-    np_ = {k: v for k, v in now.get("params", {}).items() if k not in HOW_RUN}
-    gone = {k for k in set(rp) - set(np_) if k in removed_params}
-    if {k: v for k, v in rp.items() if k not in gone} != np_:
-        diff = sorted(k for k in set(rp) | set(np_) if k not in gone and rp.get(k) != np_.get(k))
-        raise RecordError(f"--moved: chapter '{ch}' ran with other parameters ({', '.join(diff)})")
-    rv, nv = recorded.get("values", {}), now.get("values", {})
-    if set(rv) != set(nv):
-        raise RecordError(
-            f"--moved: chapter '{ch}' records other values (only recorded: {sorted(set(rv) - set(nv))}, "
-            f"only now: {sorted(set(nv) - set(rv))})"
-        )
-    differ = [n for n in rv if not _same(rv[n].get("value"), nv[n].get("value"))]
+    if (before.get("kernels") or {}) != (now.get("kernels") or {}):
+        raise RecordError(f"--moved: the two runs of '{ch}' used other kernels")
+    gone = {k for k in removed_params if k in before.get("params", {}) and k not in now.get("params", {})}
+
+    def params(d):
+        return {k: v for k, v in d.get("params", {}).items() if k not in HOW_RUN and k not in gone}
+
+    for name, d in (("record", recorded), ("earlier run", before)):
+        if params(d) != params(now):
+            diff = sorted(
+                k for k in set(params(d)) | set(params(now)) if params(d).get(k) != params(now).get(k)
+            )
+            raise RecordError(
+                f"--moved: chapter '{ch}' ran with other parameters than its {name} ({', '.join(diff)})"
+            )
+    bv, nv = before.get("values", {}), now.get("values", {})
+    if set(bv) != set(nv) or set(bv) != set(recorded.get("values", {})):
+        raise RecordError(f"--moved: chapter '{ch}' records other values")
+    differ = [n for n in bv if not _same(bv[n].get("value"), nv[n].get("value"))]
     if differ:
         raise RecordError(f"--moved: chapter '{ch}' computes other numbers: {', '.join(differ[:8])}")
-    rver, nver = recorded.get("verdicts", {}), now.get("verdicts", {})
-    vdiff = [c for c in set(rver) | set(nver) if not _same(rver.get(c), nver.get(c))]
+    bver, nver = before.get("verdicts", {}), now.get("verdicts", {})
+    vdiff = [c for c in set(bver) | set(nver) if not _same(bver.get(c), nver.get(c))]
     if vdiff:
         raise RecordError(f"--moved: chapter '{ch}' decides other verdicts: {', '.join(sorted(vdiff))}")
     out = dict(recorded)
@@ -758,8 +769,9 @@ def moved(recorded: dict, now: dict, removed_params: tuple = ()) -> dict:
         out[k] = now.get(k)
     out["moved"] = (
         f"carried from code {str(recorded.get('code_hash'))[:12]} to {str(now.get('code_hash'))[:12]}: "
-        "a native run of the new code computed every value and verdict bit-identically, so the tolerances "
-        "measured over the old code's kernel variants stand"
+        "runs of the old and the new code on one host under the same kernels "
+        f"({(now.get('kernels') or {}).get('cpu_capability', '?')}) computed every value and verdict "
+        "bit-identically, so the tolerances measured over the old code's kernel variants stand"
         + (f"; parameter(s) removed: {', '.join(sorted(gone))}" if gone else "")
     )
     return out
