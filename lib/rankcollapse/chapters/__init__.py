@@ -1,9 +1,11 @@
-"""One module per chapter: its parameter schema (``SCHEMA``), its experiments and its figures.
+"""One package per chapter, one file per role: ``__init__`` (the parameter schema ``SCHEMA``, ``validate``
+and what the page calls), ``experiments``, ``figures``, ``verdicts`` and ``report``.
 
 ``chapters/<name>.md`` narrates; ``rankcollapse.chapters.<name with _ for ->`` computes. The registry is
 read from ``_toc.yml`` (:func:`rankcollapse.store.chapter_registry`): a page of the table of contents with a
-module here is a chapter, in book order. Chapter modules never import one another; what two chapters share
-lives in the science (``core``, ``toy``, ``lm``, ``hf``) or, for parameters, in :mod:`.common`.
+package here is a chapter, in book order. Chapters never import one another; what two chapters share lives
+in the science (``core``, ``toy``, ``lm``, ``hf``), in Part III's study layer (``repair``) or, for the
+parameters the repair chapters share, in :mod:`rankcollapse.book.repair_params`.
 """
 
 from __future__ import annotations
