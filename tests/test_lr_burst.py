@@ -7,6 +7,7 @@ import pytest
 from rankcollapse.book.params import ParameterError
 from rankcollapse.chapters import repair_lr_burst as lrb
 from rankcollapse.chapters import schema
+from rankcollapse.chapters.repair_lr_burst import experiments, verdicts
 
 
 def hist(start, sranks, losses=None):
@@ -20,34 +21,36 @@ def hist(start, sranks, losses=None):
 
 def test_collapse_step_uses_the_rolling_median():
     h = hist(100, [3.0, 1.2, 3.0, 1.2, 1.1, 1.0, 2.0])
-    assert lrb.collapse_step(h, 1.5, 1) == 110  # a single dip counts with k = 1
-    assert lrb.collapse_step(h, 1.5, 3) == 130  # medians 3, 2.1, 3, then 1.2 of (1.2, 3.0, 1.2) at step 130
-    assert lrb.collapse_step(hist(0, [3.0, 2.0, 1.6]), 1.5, 1) is None
+    assert experiments.collapse_step(h, 1.5, 1) == 110  # a single dip counts with k = 1
+    assert (
+        experiments.collapse_step(h, 1.5, 3) == 130
+    )  # medians 3, 2.1, 3, then 1.2 of (1.2, 3.0, 1.2) at step 130
+    assert experiments.collapse_step(hist(0, [3.0, 2.0, 1.6]), 1.5, 1) is None
 
 
 def test_collapse_step_k3_exact():
     # rolling medians (k=3): 3, 2.1, 1.2 (median of 3,1.2,1.0) ...
     h = hist(0, [3.0, 1.2, 1.0, 1.0])
-    assert lrb.collapse_step(h, 1.5, 3) == 20
+    assert experiments.collapse_step(h, 1.5, 3) == 20
 
 
 def test_recovery_after_counts_from_burst_end_and_after_collapse():
     # burst from 0 to 20; collapse at 20; recovery threshold 2.0 reached at 60 (k = 1)
     h = hist(0, [3.0, 2.5, 1.1, 1.0, 1.5, 2.2, 2.4])
-    assert lrb.recovery_after(h, 20, 2.0, 1.5, 1) == 30
+    assert experiments.recovery_after(h, 20, 2.0, 1.5, 1) == 30
     # the pre-collapse measurements above the threshold do not count as recovery
-    assert lrb.recovery_after(hist(0, [3.0, 2.5, 1.1, 1.0]), 20, 2.0, 1.5, 1) is None
+    assert experiments.recovery_after(hist(0, [3.0, 2.5, 1.1, 1.0]), 20, 2.0, 1.5, 1) is None
     # no collapse: no recovery
-    assert lrb.recovery_after(hist(0, [3.0, 2.5, 2.4]), 20, 2.0, 1.5, 1) is None
+    assert experiments.recovery_after(hist(0, [3.0, 2.5, 2.4]), 20, 2.0, 1.5, 1) is None
     # recovery counted only from the burst's end even if the collapse healed during the burst
-    assert lrb.recovery_after(hist(0, [1.0, 2.5, 2.4, 2.6]), 20, 2.0, 1.5, 1) == 0
+    assert experiments.recovery_after(hist(0, [1.0, 2.5, 2.4, 2.6]), 20, 2.0, 1.5, 1) == 0
 
 
 def test_rec_threshold_and_joined_history():
     c = hist(0, [3.0, 3.0, 3.5, 3.5, 3.5])
-    assert lrb.rec_threshold(c, 40, 1.5, 0.5, 3) == pytest.approx(1.5 + 0.5 * (3.5 - 1.5))
+    assert experiments.rec_threshold(c, 40, 1.5, 0.5, 3) == pytest.approx(1.5 + 0.5 * (3.5 - 1.5))
     b, a = hist(0, [3.0, 2.0, 1.0]), hist(20, [1.0, 1.5, 2.5])
-    j = lrb.joined(b, a)
+    j = experiments.joined(b, a)
     assert j["m_step"] == [0, 10, 20, 30, 40] and [s[-1] for s in j["srank"]] == [3.0, 2.0, 1.0, 1.5, 2.5]
 
 
@@ -55,7 +58,7 @@ def test_summarise_run_gap_and_fields():
     p = SimpleNamespace(burst_steps=20, threshold=1.5, recover_frac=0.5, recover_window=1)
     h = hist(100, [3.0, 1.4, 1.0, 1.2, 2.5, 2.6])
     c = hist(100, [3.0, 3.0, 3.5, 3.5, 3.5, 3.5])
-    r = lrb.summarise_run(p, h, 100, c, final_loss=2.5, control_final_loss=2.2)
+    r = experiments.summarise_run(p, h, 100, c, final_loss=2.5, control_final_loss=2.2)
     assert r["collapsed"] and r["collapse_after"] == 10 and r["min_srank"] == 1.0
     assert r["rec_threshold"] == pytest.approx(2.5) and r["recovered_after"] == 20
     assert r["final_srank"] == 2.6 and r["loss_gap"] == pytest.approx(0.3)
@@ -63,10 +66,10 @@ def test_summarise_run_gap_and_fields():
 
 def test_verdict_rules_take_evidence_dicts():
     # the outcomes and edge cases are in tests/test_verdicts_repair_lr_burst.py; here the registry
-    assert set(lrb.VERDICTS) == {"H6", "H7"}
+    assert set(verdicts.VERDICTS) == {"H6", "H7"}
     ev = {"qk_collapsed": [], "recovered": [], "qk_skip": 1e-10, "qk_healthy": 1e-2, "n_bursts": 4}
-    assert lrb.VERDICTS["H6"](ev)[0] == "inconclusive"
-    assert lrb.VERDICTS["H7"]({"recovered_gaps": [], "n_collapsed": 0})[0] == "inconclusive"
+    assert verdicts.VERDICTS["H6"](ev)[0] == "inconclusive"
+    assert verdicts.VERDICTS["H7"]({"recovered_gaps": [], "n_collapsed": 0})[0] == "inconclusive"
 
 
 def test_schema_refuses_bad_values_before_work():
@@ -87,7 +90,7 @@ def test_burst_specs_share_the_driver_spec_but_alpha_and_lr():
 
     p = SimpleNamespace(**schema("repair-lr-burst").resolve({"profile": "full"}))
     study = study_spec(p)
-    s = lrb.spec_at(study, 1, p.lr * 32)
+    s = experiments.spec_at(study, 1, p.lr * 32)
     base = drivers.run_spec(study, 1)
     assert s.lr == pytest.approx(0.032) and s.alpha_knots == ((0, 1.0),)
     assert s.model == base.model and s.batch == base.batch and s.seed == 1
@@ -134,8 +137,6 @@ def test_tiny_end_to_end(tmp_path, monkeypatch):
 def test_climbing_selects_collapsed_unrecovered_rising_bursts():
     from types import SimpleNamespace
 
-    from rankcollapse.chapters import repair_lr_burst as lrb
-
     p = SimpleNamespace(multipliers=[24.0, 64.0])
 
     def row(s, col, rec, lo, fin):
@@ -159,12 +160,11 @@ def test_climbing_selects_collapsed_unrecovered_rising_bursts():
             ]
         },
     }
-    assert lrb.climbing(p, sm) == [(0, 24.0), (1, 64.0)]
-    assert lrb.run_extensions(SimpleNamespace(extend_steps=0), None, {}, [(0, 24.0)]) == {}
+    assert experiments.climbing(p, sm) == [(0, 24.0), (1, 64.0)]
+    assert experiments.run_extensions(SimpleNamespace(extend_steps=0), None, {}, [(0, 24.0)]) == {}
 
 
 def test_joined_histories_chain():
-    from rankcollapse.chapters import repair_lr_burst as lrb
 
     def h(steps):
         return {
@@ -173,5 +173,5 @@ def test_joined_histories_chain():
             "probe_loss": [0.0] * len(steps),
         }
 
-    j = lrb.joined(h([0, 10]), h([10, 20]), h([20, 30]))
+    j = experiments.joined(h([0, 10]), h([10, 20]), h([20, 30]))
     assert j["m_step"] == [0, 10, 20, 30] and j["srank"] == [[0.0], [10.0], [20.0], [30.0]]
