@@ -136,7 +136,7 @@ def test_terms_at_rank_one():
 
 
 def test_penalty_force_vanishes_hinge_stays():
-    from rankcollapse.chapters.repair_treatments import loglog_slope, synthetic_force
+    from rankcollapse.chapters.repair_treatments.experiments import loglog_slope, synthetic_force
 
     f = synthetic_force(16, 12, [1e-2, 1e-3, 1e-4], seed=0)
     assert loglog_slope(f["delta"], f["penalty"]) == pytest.approx(1.0, abs=0.02)

@@ -1,7 +1,7 @@
 """repair-driver's verdict H1, a pure function of its evidence: synthetic evidence for every outcome
 (``CASES``, checked by tests/test_verdict_rules.py), the rule first recorded beside it, and edge cases."""
 
-from rankcollapse.chapters import repair_driver as drv
+from rankcollapse.chapters.repair_driver import verdicts as drv
 
 
 def _ev(final, heal_level, cu, chl, drivers=None):

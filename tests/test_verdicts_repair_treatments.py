@@ -4,7 +4,8 @@ rule, and of the two recovery thresholds it is judged under, below."""
 
 from types import SimpleNamespace
 
-from rankcollapse.chapters import repair_treatments as trt
+from rankcollapse.chapters.repair_treatments import report
+from rankcollapse.chapters.repair_treatments import verdicts as trt
 from rankcollapse.repair.events import LITERAL_FRAC
 from rankcollapse.repair.recovery import recovery
 from rankcollapse.repair.treatments import TREATMENTS
@@ -105,9 +106,9 @@ def test_h2_evidence_reads_both_thresholds_from_the_summary():
 
 
 def test_literal_position_phrase():
-    assert trt.literal_position([1.57, 1.73], 1.5).startswith("barely above")
-    assert trt.literal_position([1.2, 1.4], 1.5).startswith("at or below")
-    assert "1 of 2 events" in trt.literal_position([1.33, 1.55], 1.5)
+    assert report.literal_position([1.57, 1.73], 1.5).startswith("barely above")
+    assert report.literal_position([1.2, 1.4], 1.5).startswith("at or below")
+    assert "1 of 2 events" in report.literal_position([1.33, 1.55], 1.5)
 
 
 def test_fisher_greater_is_the_hypergeometric_tail():
