@@ -9,6 +9,9 @@ from rankcollapse.book.params import ParameterError
 from rankcollapse.book.repair_params import study_spec
 from rankcollapse.chapters import repair_path as rpa
 from rankcollapse.chapters import schema
+from rankcollapse.chapters.repair_path import experiments as rpx
+from rankcollapse.chapters.repair_path import report as rpr
+from rankcollapse.chapters.repair_path import verdicts as rpv
 from rankcollapse.lm import model as lm
 from rankcollapse.lm import training as tr
 from rankcollapse.lm.model import LMConfig
@@ -53,11 +56,11 @@ def test_delay_segments_share_prefixes():
     p = _p(delays=[100, 300], delay_alphas=[0.1, 0.3])
     e = {"seed": 0, "start": 420}
     study = study_spec(p)
-    s300 = rpa.delay_segments(study, e, 300, 0.3)
-    s100 = rpa.delay_segments(study, e, 100, 0.1)
+    s300 = rpx.delay_segments(study, e, 300, 0.3)
+    s100 = rpx.delay_segments(study, e, 100, 0.1)
     assert [n for _, n in s300] == [300, p.branch_steps]
     assert [n for _, n in s100] == [100, p.branch_steps]
-    assert s300[0][0] == s100[0][0] == rpa.untreated_spec(study, e)  # one untreated trajectory
+    assert s300[0][0] == s100[0][0] == rpx.untreated_spec(study, e)  # one untreated trajectory
     assert tr.held(s300[0][0])  # so the longer continues the shorter (and saves milestones)
     assert s300[0][0].alpha(10**6) == pytest.approx(p.alpha_min)
     assert s300[-1][0].alpha(720) == 0.3 and s100[-1][0].alpha(520) == 0.1
@@ -65,13 +68,13 @@ def test_delay_segments_share_prefixes():
 
 def test_fit_threshold_and_accuracy():
     pts = [(1e-4, False), (3e-4, False), (1e-2, True), (3e-2, True)]
-    t = rpa.fit_threshold(pts)
-    assert 3e-4 < t < 1e-2 and rpa.accuracy(t, pts) == 1.0
+    t = rpx.fit_threshold(pts)
+    assert 3e-4 < t < 1e-2 and rpx.accuracy(t, pts) == 1.0
     assert t == pytest.approx((3e-4 * 1e-2) ** 0.5)
-    assert rpa.fit_threshold([(1e-3, True), (1e-2, True)]) is None  # one outcome: nothing to fit
+    assert rpx.fit_threshold([(1e-3, True), (1e-2, True)]) is None  # one outcome: nothing to fit
     # an inverted relation cannot be fitted perfectly; the accuracy says so
     inv = [(1e-4, True), (1e-2, False)]
-    assert rpa.accuracy(rpa.fit_threshold(inv), inv) == 0.5
+    assert rpx.accuracy(rpx.fit_threshold(inv), inv) == 0.5
 
 
 def _rows(times0, timesmax, alpha=0.3):
@@ -86,18 +89,18 @@ def _rows(times0, timesmax, alpha=0.3):
 
 def test_delay_effect_and_old_h5_rule():
     p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.3], branch_steps=600)
-    eff = rpa.delay_effect(p, _rows([50, 60], [120, None]))
+    eff = rpx.delay_effect(p, _rows([50, 60], [120, None]))
     assert [e["diff"] for e in eff["events"]] == [70, 610 - 60]
     assert eff["alpha"] == 0.3 and eff["longest_delay"] == 500
-    assert rpa.old_verdict_h5(eff) == "supported"
-    assert rpa.old_verdict_h5(rpa.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
-    assert rpa.old_verdict_h5(rpa.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
-    assert rpa.old_verdict_h5(rpa.delay_effect(p, _rows([None], [None]))) == "inconclusive"  # none recovered
+    assert rpv.old_verdict_h5(eff) == "supported"
+    assert rpv.old_verdict_h5(rpx.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
+    assert rpv.old_verdict_h5(rpx.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
+    assert rpv.old_verdict_h5(rpx.delay_effect(p, _rows([None], [None]))) == "inconclusive"  # none recovered
     assert (
-        rpa.old_verdict_h5(rpa.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
+        rpv.old_verdict_h5(rpx.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
     )  # one of two slower
-    assert rpa.h5_alpha(SimpleNamespace(delay_alphas=[0.1, 0.6])) == 0.6
-    assert rpa.delay_effect(p, _rows([50], [None], alpha=0.1), 0.1)["alpha"] == 0.1
+    assert rpx.h5_alpha(SimpleNamespace(delay_alphas=[0.1, 0.6])) == 0.6
+    assert rpx.delay_effect(p, _rows([50], [None], alpha=0.1), 0.1)["alpha"] == 0.1
 
 
 def test_h5_effects_choose_the_open_alpha():
@@ -106,11 +109,11 @@ def test_h5_effects_choose_the_open_alpha():
     p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.3], branch_steps=600)
     sw = {0.1: {"recovered": 1, "events": 2}, 0.3: {"recovered": 2, "events": 2}}
     rows = _rows([50, None], [None, None], alpha=0.1) + _rows([40, 50], [60, 70], alpha=0.3)
-    h5 = rpa.h5_effects(p, sw, rows)
+    h5 = rpx.h5_effects(p, sw, rows)
     assert h5["alpha"] == 0.1 and h5["new"]["alpha"] == 0.1 and h5["old"]["alpha"] == 0.3
     assert [(e["t0"], e["tmax"]) for e in h5["new"]["events"]] == [(50, None), (None, None)]
     sw[0.1]["recovered"] = 0
-    assert rpa.h5_effects(p, sw, rows)["new"] is None
+    assert rpx.h5_effects(p, sw, rows)["new"] is None
 
 
 def test_controls_and_gaps():
@@ -119,7 +122,7 @@ def test_controls_and_gaps():
     p = _p()
     e = {"seed": 0, "start": 720}
     a = p.h7_control_alphas[0]
-    assert rpa.control_steps(p, e, a) == 720 + p.branch_steps + (max(p.delays) if a in p.delay_alphas else 0)
+    assert rpx.control_steps(p, e, a) == 720 + p.branch_steps + (max(p.delays) if a in p.delay_alphas else 0)
     study = study_spec(p)
     ds = controls.held_control_job(study, 0, a, 1000)["ds"]
     assert ds.steps == 1000 and ds.run.alpha(10**6) == a and ds.run.alpha(p.ramp_start) == 1.0
@@ -127,9 +130,9 @@ def test_controls_and_gaps():
     held = controls.held_control_job(study, 0, p.alpha_min, drivers.driver_steps(study))
     assert held == drivers.driver_job(study, 0)  # shared
     ctl = {"hist": {"m_step": [1100, 1110], "probe_loss": [2.0, 1.9]}}
-    assert rpa.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, ctl) == pytest.approx(0.3)
-    assert rpa.control_gap({"step": 1120, "final_probe": {"loss": 2.2}}, ctl) is None  # past its end
-    assert rpa.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, None) is None
+    assert rpx.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, ctl) == pytest.approx(0.3)
+    assert rpx.control_gap({"step": 1120, "final_probe": {"loss": 2.2}}, ctl) is None  # past its end
+    assert rpx.control_gap({"step": 1110, "final_probe": {"loss": 2.2}}, None) is None
     hist = {"m_step": list(range(0, 200, 10)), "srank": [[2.5]] * 20}
     assert not controls.control_collapsed({"hist": hist, "det": {"settled": None}}, 1.5)
     assert controls.control_collapsed({"hist": hist, "det": {"settled": 120}}, 1.5)
@@ -139,16 +142,16 @@ def test_controls_and_gaps():
 
 def test_detection_lag():
     p = SimpleNamespace(alpha_min=0.02, ramp_start=400, ramp_end=800, recover_window=5)
-    assert rpa.ramp_rate(p) == pytest.approx(0.00245)
-    assert rpa.detection_lag_alpha(p) == pytest.approx(25 * 0.00245)
+    assert rpx.ramp_rate(p) == pytest.approx(0.00245)
+    assert rpx.detection_lag_alpha(p) == pytest.approx(25 * 0.00245)
 
 
 def test_slow_reversed_ramp_and_the_held_bracket():
     p = _p(alpha_min=0.02, ramp_start=400, ramp_end=800, slow_ramp_factor=4, slow_ramp_steps=800)
-    spec = rpa.slow_ramp_spec(p, study_spec(p), 0, 1000)
+    spec = rpx.slow_ramp_spec(p, study_spec(p), 0, 1000)
     assert spec.alpha(1000) == pytest.approx(0.02) and spec.alpha(2600) == pytest.approx(1.0)
-    assert spec.alpha(1100) - spec.alpha(1000) == pytest.approx(100 * rpa.slow_ramp_rate(p))
-    assert rpa.slow_ramp_rate(p) == pytest.approx(rpa.ramp_rate(p) / 4)
+    assert spec.alpha(1100) - spec.alpha(1000) == pytest.approx(100 * rpx.slow_ramp_rate(p))
+    assert rpx.slow_ramp_rate(p) == pytest.approx(rpx.ramp_rate(p) / 4)
     # the driver-rate ramp of the same event is untouched (repair-treatments' branch, shared by content)
     fast = treatments.branch_spec(study_spec(p), 0, 1000, "reversed-ramp", {}, 0.0)
     assert fast.alpha(1400) == pytest.approx(1.0)
@@ -158,34 +161,34 @@ def test_slow_reversed_ramp_and_the_held_bracket():
         0.2: {"recovered": 6, "events": 7},
         0.3: {"recovered": 7, "events": 7},
     }
-    assert rpa.held_bracket(sw) == (0.15, 0.2)
-    assert rpa.grid_resolution(rpa.held_bracket(sw)) == pytest.approx(0.05)
-    assert rpa.held_bracket({0.1: {"recovered": 5, "events": 7}}) == (None, 0.1)
-    assert rpa.held_bracket({0.1: {"recovered": 0, "events": 7}}) == (0.1, None)
+    assert rpr.held_bracket(sw) == (0.15, 0.2)
+    assert rpr.grid_resolution(rpr.held_bracket(sw)) == pytest.approx(0.05)
+    assert rpr.held_bracket({0.1: {"recovered": 5, "events": 7}}) == (None, 0.1)
+    assert rpr.held_bracket({0.1: {"recovered": 0, "events": 7}}) == (0.1, None)
     hy = [
         {"alpha_recover": 0.5, "alpha_recover_slow": 0.27},
         {"alpha_recover": 0.6, "alpha_recover_slow": None},
     ]
-    text = rpa.slow_ramp_text(p, hy, sw)
+    text = rpr.slow_ramp_text(p, hy, sw)
     assert "1 of 2 events" in text and "0.27, not within the branch" in text and "between 0.15" in text
-    assert f"{rpa.detection_lag_alpha(p) / 4:.2g}" in text and "resolution of 0.05" in text
+    assert f"{rpx.detection_lag_alpha(p) / 4:.2g}" in text and "resolution of 0.05" in text
     assert "above the bracket" in text and "lowered the median recovery alpha by 0.28" in text
     hy_not = [{"alpha_recover": 0.3, "alpha_recover_slow": 0.35}]
-    assert "did not lower the median recovery alpha (0.35 against 0.3)" in rpa.slow_ramp_text(p, hy_not, sw)
+    assert "did not lower the median recovery alpha (0.35 against 0.3)" in rpr.slow_ramp_text(p, hy_not, sw)
     hy_in = [{"alpha_recover": 0.5, "alpha_recover_slow": 0.18}]
-    assert "within the bracket" in rpa.slow_ramp_text(p, hy_in, sw)
+    assert "within the bracket" in rpr.slow_ramp_text(p, hy_in, sw)
     hy_lo = [{"alpha_recover": 0.5, "alpha_recover_slow": 0.12}]
-    assert "below the bracket" in rpa.slow_ramp_text(p, hy_lo, sw)
-    none = rpa.slow_ramp_text(p, [{"alpha_recover": None, "alpha_recover_slow": None}], sw)
+    assert "below the bracket" in rpr.slow_ramp_text(p, hy_lo, sw)
+    none = rpr.slow_ramp_text(p, [{"alpha_recover": None, "alpha_recover_slow": None}], sw)
     assert "none of the 1 events" in none
-    assert "No slow reversed ramp" in rpa.slow_ramp_text(_p(slow_ramp_factor=1), hy, sw)
+    assert "No slow reversed ramp" in rpr.slow_ramp_text(_p(slow_ramp_factor=1), hy, sw)
 
 
 def test_reversed_ramp_control_matched_in_training_time():
     p = _p(alpha_min=0.02, ramp_start=400, ramp_end=800, h7_control_alphas=[0.3, 0.6], branch_steps=600)
-    assert rpa.ramp_control_alpha(p) == 0.3
+    assert rpx.ramp_control_alpha(p) == 0.3
     study = study_spec(p)
-    ctl = rpa.ramp_control_spec(p, study, 0, 900)
+    ctl = rpx.ramp_control_spec(p, study, 0, 900)
     rev = treatments.branch_spec(study, 0, 900, "reversed-ramp", {}, 0.0)
     # down only to 0.3, held until the switch step, then back up to 1 over the reversed ramp's steps
     assert (
@@ -194,8 +197,8 @@ def test_reversed_ramp_control_matched_in_training_time():
         and ctl.alpha(900) == pytest.approx(0.3)
     )
     assert ctl.alpha(1300) == pytest.approx(1.0) and rev.alpha(1300) == pytest.approx(1.0)
-    assert ctl.alpha(1000) - ctl.alpha(900) == pytest.approx(100 * rpa.ramp_rate(p) * (0.7 / 0.98))
-    assert rpa.ramp_control_spec(p, study, 0, 800).alpha(1200) == pytest.approx(
+    assert ctl.alpha(1000) - ctl.alpha(900) == pytest.approx(100 * rpx.ramp_rate(p) * (0.7 / 0.98))
+    assert rpx.ramp_control_spec(p, study, 0, 800).alpha(1200) == pytest.approx(
         1.0
     )  # a switch right at the ramp's end
 
@@ -208,27 +211,27 @@ def test_reversed_ramp_control_matched_in_training_time():
     healthy = {s: run(2.0) for s in (0, 1, 2)}
     revs = {s: run(2.3) for s in (0, 1, 2)}
     above = {"ramp": {0: run(2.2), 1: run(2.25), 2: run(2.2, srank=1.1)}}  # seed 2's control collapsed
-    rows = rpa.ramp_control_rows(p, events, revs, above, healthy)
+    rows = rpx.ramp_control_rows(p, events, revs, above, healthy)
     assert [r["control_collapsed"] for r in rows] == [False, False, True] and rows[2]["excess"] is None
     assert rows[0]["excess"] == pytest.approx(0.1) and rows[0]["gap_healthy"] == pytest.approx(0.3)
-    text = rpa.ramp_control_text(p, rows)
+    text = rpr.ramp_control_text(p, rows)
     assert "above its control" in text and "1 of 3 controls collapsed" in text and "0.075" in text
     same = {"ramp": {s: run(2.295) for s in (0, 1, 2)}}
-    assert "not above its control" in rpa.ramp_control_text(
-        p, rpa.ramp_control_rows(p, events, revs, same, healthy)
+    assert "not above its control" in rpr.ramp_control_text(
+        p, rpx.ramp_control_rows(p, events, revs, same, healthy)
     )
     mid = {"ramp": {s: run(2.27) for s in (0, 1, 2)}}
-    assert "between H7's thresholds" in rpa.ramp_control_text(
-        p, rpa.ramp_control_rows(p, events, revs, mid, healthy)
+    assert "between H7's thresholds" in rpr.ramp_control_text(
+        p, rpx.ramp_control_rows(p, events, revs, mid, healthy)
     )
     flat = {s: run(2.3, srank=1.2) for s in (0, 1, 2)}  # no reversed ramp recovered
-    assert "nothing to compare" in rpa.ramp_control_text(
-        p, rpa.ramp_control_rows(p, events, flat, same, healthy)
+    assert "nothing to compare" in rpr.ramp_control_text(
+        p, rpx.ramp_control_rows(p, events, flat, same, healthy)
     )
     # with every H7 control at alpha 1 the control is the healthy network
     p1 = _p(h7_control_alphas=[1.0])
-    r1 = rpa.ramp_control_rows(p1, events, revs, {"ramp": {}}, healthy)
-    assert r1[0]["excess"] == pytest.approx(0.3) and "healthy network" in rpa.ramp_control_text(p1, r1)
+    r1 = rpx.ramp_control_rows(p1, events, revs, {"ramp": {}}, healthy)
+    assert r1[0]["excess"] == pytest.approx(0.3) and "healthy network" in rpr.ramp_control_text(p1, r1)
 
 
 def test_predictor_split_holds_out_seeds():
@@ -237,7 +240,7 @@ def test_predictor_split_holds_out_seeds():
         {"seed": s, "delay": d, "alpha": 0.1, "predictor": q, "recovered_after": r}
         for s, d, q, r in [(0, 0, 1e-2, 40), (0, 100, 1e-4, None), (1, 0, 2e-2, 30), (1, 100, 5e-3, None)]
     ]
-    sp = rpa.predictor_split(p, rows)
+    sp = rpx.predictor_split(p, rows)
     assert sp["dev_seeds"] == [0] and sp["test_seeds"] == [1]
     assert sp["dev_accuracy"] == 1.0 and sp["test_accuracy"] == 0.5  # 5e-3 lies above the fitted threshold
     assert sp["pooled"]["test_points"] == 2 and sp["spearman_recovery"] > 0.5
@@ -268,7 +271,7 @@ def test_the_driver_records_its_weights_while_it_trains(tmp_path, monkeypatch):
     m = tr.load_model(tmp_path / d["key"] / "driver.pt")
     assert h["wsrank"][-1] == lm.weight_sranks(m)  # the recorded values are those of the saved weights
     p = SimpleNamespace(trace_every=100, ramp_start=50)
-    t = rpa.driver_traces(p, [{"seed": spec.seed}], {spec.seed: d})[spec.seed]
+    t = rpx.driver_traces(p, [{"seed": spec.seed}], {spec.seed: d})[spec.seed]
     assert t["step"] == [0, 100] and t["alpha"][0] == 1.0
     assert t["token_srank"] == [h["srank"][h["m_step"].index(s)][-1] for s in (0, 100)]
     with pytest.raises(ValueError, match="multiple"):
@@ -282,10 +285,10 @@ def test_a_control_trained_as_two_legs_is_its_driver_and_shares_its_first_leg(tm
     torch.set_num_threads(1)
     monkeypatch.setenv("RCBOOK_STATES", str(tmp_path / "states"))
     p = _p(depth=2, d_model=8, heads=2, ctx=8, batch=2, ramp_start=20, ramp_end=40, alpha_min=0.02)
-    p.branch_steps, p.workers, a, start = 30, 1, rpa.ramp_control_alpha(p), 50
-    assert rpa.ramp_split(p, {"start": start}) == 51 and rpa.ramp_split(p, {"start": 30}) == 41
+    p.branch_steps, p.workers, a, start = 30, 1, rpx.ramp_control_alpha(p), 50
+    assert rpx.ramp_split(p, {"start": start}) == 51 and rpx.ramp_split(p, {"start": 30}) == 41
     study = study_spec(p)
-    ramp = rpa.ramp_control_spec(p, study, 0, start)
+    ramp = rpx.ramp_control_spec(p, study, 0, start)
     old = [
         tr.driver(controls.held_control_job(study, 0, a, 70)["ds"]),
         tr.driver(tr.DriverSpec(ramp, start + p.branch_steps, p.threshold, p.window, p.settle_steps)),

@@ -2,7 +2,8 @@
 tests/test_verdict_rules.py runs CASES. Edge cases of the rules below: a collapsed control, a refutation the
 held grid cannot reach, no delay alpha where recovery is neither certain nor impossible."""
 
-from rankcollapse.chapters import repair_path as rpa
+from rankcollapse.chapters.repair_path import experiments as rpx
+from rankcollapse.chapters.repair_path import verdicts as rpv
 
 
 def _h3(qk_ratio=1e-6, first=0.3, last=0.005, control=((0.5, False), (0.4, False))):
@@ -85,81 +86,81 @@ CASES = {
 
 
 def test_h3_a_collapsed_control_is_no_control():
-    v, reason = rpa.verdict_h3(_h3(control=((0.5, True), (0.4, True))))
+    v, reason = rpv.verdict_h3(_h3(control=((0.5, True), (0.4, True))))
     assert v == "inconclusive" and "no control" in reason and "2 of 2" in reason
     # one collapsed control of two: the other one decides
-    assert rpa.verdict_h3(_h3(control=((0.001, True), (0.4, False))))[0] == "supported"
+    assert rpv.verdict_h3(_h3(control=((0.001, True), (0.4, False))))[0] == "supported"
     # the hinge must fade; a hinge that grows toward the last block refutes whatever the control
-    assert rpa.verdict_h3(_h3(first=0.01, last=0.02))[0] == "refuted"
-    assert rpa.verdict_h3(_h3(first=0.05, last=0.01))[0] == "inconclusive"  # fades 5x, not 10x
+    assert rpv.verdict_h3(_h3(first=0.01, last=0.02))[0] == "refuted"
+    assert rpv.verdict_h3(_h3(first=0.05, last=0.01))[0] == "inconclusive"  # fades 5x, not 10x
     # the previous rule had no control: a path closed by the small alpha alone counted as supported
     ev = _h3(control=((0.01, False),))
-    assert rpa.verdict_h3(ev)[0] == "inconclusive" and rpa.old_verdict_h3(ev) == "supported"
+    assert rpv.verdict_h3(ev)[0] == "inconclusive" and rpv.old_verdict_h3(ev) == "supported"
 
 
 def test_h4_unreachable_refutation_and_no_recovery():
-    v, reason = rpa.verdict_h4(_h4(held=((0.1, 0, 6), (0.3, 6, 6))))  # lowest 0.1 > 1.5 x 0.02
+    v, reason = rpv.verdict_h4(_h4(held=((0.1, 0, 6), (0.3, 6, 6))))  # lowest 0.1 > 1.5 x 0.02
     assert v == "inconclusive" and "unreachable refutation" in reason
-    v, reason = rpa.verdict_h4(_h4(held=((0.03, 0, 6), (0.3, 2, 6))))  # none recovers half
+    v, reason = rpv.verdict_h4(_h4(held=((0.03, 0, 6), (0.3, 2, 6))))  # none recovers half
     assert v == "inconclusive" and "half" in reason
     # a collapse first crossed at alpha = 0: no held alpha can lie at or below 1.5x it
-    assert "unreachable" in rpa.verdict_h4(_h4(acol=0.0))[1]
-    assert rpa.verdict_h4(_h4(factor=1.5))[0] == "refuted"  # the switch does not reopen the path
-    assert rpa.verdict_h4(_h4(factor=3))[0] == "inconclusive"  # reopens, but less than 5x
+    assert "unreachable" in rpv.verdict_h4(_h4(acol=0.0))[1]
+    assert rpv.verdict_h4(_h4(factor=1.5))[0] == "refuted"  # the switch does not reopen the path
+    assert rpv.verdict_h4(_h4(factor=3))[0] == "inconclusive"  # reopens, but less than 5x
     # alpha_rec is the smallest held alpha recovering at least half (3 of 6 counts)
-    assert "from alpha 0.2" in rpa.verdict_h4(_h4(held=((0.03, 0, 6), (0.2, 3, 6), (0.6, 6, 6))))[1]
+    assert "from alpha 0.2" in rpv.verdict_h4(_h4(held=((0.03, 0, 6), (0.2, 3, 6), (0.6, 6, 6))))[1]
     old = {"reopen_factor": 1e7, "ratios": [40.0, 36.0], "events": 2}
-    assert rpa.old_verdict_h4(old) == "supported"
-    assert rpa.old_verdict_h4(old | {"ratios": [None, None]}) == "inconclusive"
+    assert rpv.old_verdict_h4(old) == "supported"
+    assert rpv.old_verdict_h4(old | {"ratios": [None, None]}) == "inconclusive"
 
 
 def test_h5_alpha_choice_and_outcomes():
     fr = {0.1: (0, 6), 0.15: (2, 6), 0.2: (4, 6), 0.3: (6, 6)}
-    assert rpa.choose_h5_alpha(fr) == 0.15  # 2/6 and 4/6 are equally far from 1/2: the lower alpha
-    assert rpa.choose_h5_alpha({0.1: (0, 2), 0.3: (2, 2)}) is None
-    assert rpa.choose_h5_alpha({0.1: (1, 2), 0.3: (2, 2)}) == 0.1
-    v, reason = rpa.verdict_h5(_h5(alpha=None, fractions={"0.1": [0, 2], "0.3": [2, 2]}))
+    assert rpx.choose_h5_alpha(fr) == 0.15  # 2/6 and 4/6 are equally far from 1/2: the lower alpha
+    assert rpx.choose_h5_alpha({0.1: (0, 2), 0.3: (2, 2)}) is None
+    assert rpx.choose_h5_alpha({0.1: (1, 2), 0.3: (2, 2)}) == 0.1
+    v, reason = rpv.verdict_h5(_h5(alpha=None, fractions={"0.1": [0, 2], "0.3": [2, 2]}))
     assert v == "inconclusive" and "certain or impossible" in reason
-    assert rpa.h5_outcome(100, None) == "slower"  # no longer recovers: rarer
-    assert rpa.h5_outcome(None, 300) == "faster"
-    assert rpa.h5_outcome(None, None) == "none"
-    assert rpa.h5_outcome(100, 149) == "same" and rpa.h5_outcome(100, 150) == "slower"
-    assert rpa.h5_outcome(150, 100) == "faster"
+    assert rpv.h5_outcome(100, None) == "slower"  # no longer recovers: rarer
+    assert rpv.h5_outcome(None, 300) == "faster"
+    assert rpv.h5_outcome(None, None) == "none"
+    assert rpv.h5_outcome(100, 149) == "same" and rpv.h5_outcome(100, 150) == "slower"
+    assert rpv.h5_outcome(150, 100) == "faster"
     # events that recovered neither time carry no outcome; one event with a recovery decides nothing
-    v, reason = rpa.verdict_h5(_h5(pairs=((60, 200), (None, None), (None, None))))
+    v, reason = rpv.verdict_h5(_h5(pairs=((60, 200), (None, None), (None, None))))
     assert v == "inconclusive" and "too few" in reason and "1 of 1" in reason
     # one faster event blocks support
-    assert rpa.verdict_h5(_h5(pairs=((60, 200), (70, 200), (200, 60))))[0] == "inconclusive"
+    assert rpv.verdict_h5(_h5(pairs=((60, 200), (70, 200), (200, 60))))[0] == "inconclusive"
 
 
 def test_old_h5_rule_kept():
     eff = {"events": [{"diff": 25}, {"diff": 30}], "any_recovered": True}
-    assert rpa.old_verdict_h5(eff) == "supported"  # 20-step margin: inside the run-to-run spread
-    assert rpa.verdict_h5(_h5(pairs=((100, 125), (100, 130))))[0] == "refuted"  # 50-step margin: the same
+    assert rpv.old_verdict_h5(eff) == "supported"  # 20-step margin: inside the run-to-run spread
+    assert rpv.verdict_h5(_h5(pairs=((100, 125), (100, 130))))[0] == "refuted"  # 50-step margin: the same
 
 
 def test_h7_without_a_control_and_old_rule():
-    v, reason = rpa.verdict_h7(_h7(excess=(), recovered=2))
+    v, reason = rpv.verdict_h7(_h7(excess=(), recovered=2))
     assert v == "inconclusive" and "2 recovered" in reason
-    assert "2 of 3" in rpa.verdict_h7(_h7(excess=(0.2, 0.1), recovered=3))[1]
-    assert rpa.old_verdict_h7([0.28, 0.23]) == "supported"
-    assert rpa.old_verdict_h7([]) == "inconclusive"
+    assert "2 of 3" in rpv.verdict_h7(_h7(excess=(0.2, 0.1), recovered=3))[1]
+    assert rpv.old_verdict_h7([0.28, 0.23]) == "supported"
+    assert rpv.old_verdict_h7([]) == "inconclusive"
     # the gap to the healthy network alone (0.24 + excess) would support; the excess refutes
     ev = _h7(excess=(0.0, 0.005, -0.01))
-    assert rpa.verdict_h7(ev)[0] == "refuted"
-    assert rpa.old_verdict_h7([x["gap_healthy"] for x in ev["pairs"]]) == "supported"
+    assert rpv.verdict_h7(ev)[0] == "refuted"
+    assert rpv.old_verdict_h7([x["gap_healthy"] for x in ev["pairs"]]) == "supported"
 
 
 def test_w1_bounds():
-    assert rpa.verdict_w1(_w1(wc=2.5))[0] == "inconclusive"
-    assert rpa.verdict_w1(_w1(tc=0.8, wc=0.3))[0] == "inconclusive"  # no token collapse: nothing to compare
+    assert rpv.verdict_w1(_w1(wc=2.5))[0] == "inconclusive"
+    assert rpv.verdict_w1(_w1(tc=0.8, wc=0.3))[0] == "inconclusive"  # no token collapse: nothing to compare
 
 
 def test_h4_across_the_counts_intervals_both_outcomes():
     # alpha_col 0.05: recovery from 0.2 (4x) supports; 1 of 6 at 0.1 (2x) could be 3 of 6, which is neither
-    res = rpa.h4_across_interval(_h4(acol=0.05))
+    res = rpv.h4_across_interval(_h4(acol=0.05))
     assert res["verdict"] == "supported" and not res["holds"]
     assert res["flips"]["recovered at held alpha 0.1"][0] == [3, "inconclusive"]
     many = ((0.03, 0, 40), (0.1, 0, 40), (0.2, 40, 40), (0.6, 40, 40))
-    res = rpa.h4_across_interval(_h4(acol=0.05, held=many))  # 0 of 40 reaches only 3; 40 of 40 only 37
+    res = rpv.h4_across_interval(_h4(acol=0.05, held=many))  # 0 of 40 reaches only 3; 40 of 40 only 37
     assert res["verdict"] == "supported" and res["holds"]

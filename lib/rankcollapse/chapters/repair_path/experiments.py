@@ -1,0 +1,650 @@
+"""Chapter `repair-path`, experiments: what is computed from the parameters and the study's spec
+(``study``, :func:`rankcollapse.book.repair_params.study_spec`), as plain data. Per-block gradients at each
+saved collapse (task loss, hinge, healthy network) and after the skip scale is switched back; the switches
+held at several alpha (:func:`rankcollapse.lm.training.branch` runs with a constant alpha), their controls,
+the slow ramp and the reversed-ramp hysteresis; the delayed switches, the paper's predictor and its split;
+the weight ranks and the traced drivers. The saved collapses and healthy networks come from
+:func:`rankcollapse.repair.drivers.main_runs`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from fractions import Fraction
+
+import numpy as np
+
+from ...core.stats import spearman
+from ...lm import gradpath as gp
+from ...lm import model as lm
+from ...lm import training as tr
+from ...repair.controls import control_chain_job, control_collapsed, control_summary, held_control_job
+from ...repair.drivers import driver_job, run_spec
+from ...repair.recovery import at_step, last_srank, median_around, recovery
+from ...repair.spec import StudySpec
+from ...repair.stages import branch_path, run_stage
+from ...repair.treatments import branch_spec
+
+
+def _probe(p, seed):
+    return lm.corpus().probe(seed, 16, p.ctx)
+
+
+def gradients_at_collapse(p, events: list[dict], healthy: dict) -> dict:
+    """Per event: block gradient norms at the saved collapse (alpha_min; task and hinge), at the same weights
+    with alpha switched to each probe alpha before any update, and of the healthy network (its final
+    state)."""
+    out = {}
+    for e in events:
+        s = e["seed"]
+        x, y = _probe(p, s)
+        m = tr.load_model(e["collapse"])
+        hinge = tr.Term("hinge", e["betas"]["hinge"], e["s0"])
+        r = {
+            "collapsed": gp.block_grad_norms(m, x, y, term=hinge, alpha=p.alpha_min),
+            "switched": {
+                a: gp.block_grad_norms(m, x, y, alpha=a)
+                for a in sorted(set(p.probe_alphas) | set(p.switch_alphas))
+            },
+        }
+        hm = tr.load_model(_final_path(healthy[s]), 1.0)
+        r["healthy"] = gp.block_grad_norms(hm, x, y, alpha=1.0)
+        r["healthy_step"] = healthy[s]["step"]
+        out[s] = r
+    return out
+
+
+def _final_path(summary: dict):
+    from pathlib import Path
+
+    return Path(summary["dir"]) / "driver.pt"
+
+
+def switch_spec(study: StudySpec, seed: int, start: int, alpha: float) -> tr.RunSpec:
+    base = run_spec(study, seed)
+    return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((start, float(alpha)),)})
+
+
+def untreated_spec(study: StudySpec, e) -> tr.RunSpec:
+    return branch_spec(study, e["seed"], e["start"], "untreated", {}, 0.0)
+
+
+def delay_segments(study: StudySpec, e, d: int, a: float) -> list:
+    """The chain of a switch to ``a`` after ``d`` further collapsed steps: the untreated branch for ``d``
+    steps (one trajectory with the untreated branch of ``repair-treatments`` and every other delay: a held
+    branch continues the longest saved shorter one and saves its state every 100 steps), then the switch
+    held for ``branch_steps``."""
+    return [
+        (untreated_spec(study, e), d),
+        (switch_spec(study, e["seed"], e["start"] + d, a), study.branch.steps),
+    ]
+
+
+def control_steps(p, e, alpha: float) -> int:
+    """How far H7's control at ``alpha`` for event ``e`` runs: as far as the switches at ``alpha`` reach (the
+    held one, and the delayed ones when ``alpha`` is a delay alpha)."""
+    reach = p.branch_steps + (max(p.delays) if alpha in p.delay_alphas else 0)
+    return e["start"] + reach
+
+
+def run_switches(
+    p, study: StudySpec, events: list[dict], log=print, healthy: dict | None = None
+) -> tuple[dict, dict, dict, dict, dict]:
+    """Everything trained from the saved collapses, in one parallel pool: switches held at each switch alpha
+    (``branch_steps``), at each probe alpha for ``after_steps`` (gradients read at their end), the reversed
+    ramp of ``repair-treatments`` and the delayed switches (chains: untreated for each delay, then the
+    switch); and the controls: per event seed, H3's driver of depth ``control_depth`` through the same ramp
+    to the same alpha_min, and H7's never-collapsed drivers held at each ``h7_control_alphas`` value
+    (:func:`rankcollapse.repair.controls.held_control_job`, as far as :func:`control_steps`; at alpha = 1
+    that control is the healthy network, taken from ``healthy``); and the slow reversed ramp
+    (:func:`slow_ramp_spec`, ``slow_ramp_steps``; none when ``slow_ramp_factor`` is 1) and the reversed
+    ramp's control matched in training time (:func:`ramp_control_spec`). Returns (hold, after, rev, slow,
+    delayed, controls) with ``controls = {"h3": {seed: summary}, "h7": {seed: {alpha: summary}}, "ramp":
+    {seed: summary}}`` and ``slow`` empty without a slow ramp."""
+    jobs, labels, tags = [], [], []
+    for e in events:
+        for d in p.delays:  # shortest first: each longer delay continues the untreated branch of the last
+            for a in p.delay_alphas:
+                jobs.append(("chain", {"parent": e["collapse"], "segments": delay_segments(study, e, d, a)}))
+                labels.append(f"seed {e['seed']} switch to {a} after {d} collapsed steps")
+                tags.append(("delay", e["seed"], (d, a)))
+    for e in events:
+        s = e["seed"]
+        jobs.append(("driver", driver_job(study, s, depth=p.control_depth)))
+        labels.append(f"seed {s} control: depth {p.control_depth} to alpha {p.alpha_min:g}")
+        tags.append(("h3", s, None))
+        for a in p.h7_control_alphas:
+            if a == 1.0 and healthy is not None:  # ramped "down" to 1: the healthy network itself
+                continue
+            if a == ramp_control_alpha(p):  # the reversed ramp's control follows it until ramp_split
+                jobs.append(
+                    ("chain", control_chain_job(study, s, a, ramp_split(p, e), control_steps(p, e, a)))
+                )
+            else:
+                jobs.append(("driver", held_control_job(study, s, a, control_steps(p, e, a))))
+            labels.append(f"seed {s} control: ramp to alpha {a:g} and held")
+            tags.append(("h7", s, a))
+    for e in events:
+        # the short runs first: a held switch at the same alpha then continues one (same trajectory)
+        for a in p.probe_alphas:
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": switch_spec(study, e["seed"], e["start"], a),
+                        "steps": p.after_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} {p.after_steps} steps at {a}")
+            tags.append(("after", e["seed"], a))
+        for a in p.switch_alphas:
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": switch_spec(study, e["seed"], e["start"], a),
+                        "steps": p.branch_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} switch to {a}")
+            tags.append(("hold", e["seed"], a))
+        jobs.append(
+            (
+                "branch",
+                {
+                    "parent": e["collapse"],
+                    "spec": branch_spec(study, e["seed"], e["start"], "reversed-ramp", {}, 0.0),
+                    "steps": p.branch_steps,
+                },
+            )
+        )
+        labels.append(f"seed {e['seed']} reversed ramp")
+        tags.append(("rev", e["seed"], None))
+        if p.slow_ramp_factor > 1:
+            jobs.append(
+                (
+                    "branch",
+                    {
+                        "parent": e["collapse"],
+                        "spec": slow_ramp_spec(p, study, e["seed"], e["start"]),
+                        "steps": p.slow_ramp_steps,
+                    },
+                )
+            )
+            labels.append(f"seed {e['seed']} reversed ramp, {p.slow_ramp_factor}x slower")
+            tags.append(("slow", e["seed"], None))
+        if ramp_control_alpha(p) < 1.0:
+            # H7's control at the same alpha until ramp_split (its saved state there), then ramped back up
+            spec = ramp_control_spec(p, study, e["seed"], e["start"])
+            a = ramp_control_alpha(p)
+            end = e["start"] + p.branch_steps
+            jobs.append(("chain", control_chain_job(study, e["seed"], a, ramp_split(p, e), end, spec)))
+            labels.append(f"seed {e['seed']} control: down to {ramp_control_alpha(p):g} and back up")
+            tags.append(("rampctl", e["seed"], None))
+    res = run_stage(study, jobs, log, labels)
+    hold, after, rev, slow, delayed = {}, {}, {}, {}, {}
+    controls = {"h3": {}, "h7": {}, "ramp": {}}
+    for (kind, s, a), (jk, job), o in zip(tags, jobs, res):
+        if jk == "chain" and kind in ("h7", "rampctl"):  # a control as two legs: summarised as its driver
+            o = control_summary(study.driver, job, o)
+        if kind == "hold":
+            hold.setdefault(s, {})[a] = o
+        elif kind == "after":
+            after.setdefault(s, {})[a] = o
+        elif kind == "delay":
+            delayed.setdefault(s, {})[a] = o
+        elif kind == "h3":
+            controls["h3"][s] = o
+        elif kind == "h7":
+            controls["h7"].setdefault(s, {})[a] = o
+        elif kind == "slow":
+            slow[s] = o
+        elif kind == "rampctl":
+            controls["ramp"][s] = o
+        else:
+            rev[s] = o
+    if healthy is not None and 1.0 in p.h7_control_alphas:
+        for e in events:
+            controls["h7"].setdefault(e["seed"], {})[1.0] = healthy[e["seed"]]
+    return hold, after, rev, slow, delayed, controls
+
+
+def gradients_after(p, events, after: dict) -> dict:
+    """Per event and probe alpha: block gradients after ``after_steps`` updates at that alpha."""
+    out = {}
+    for e in events:
+        x, y = _probe(p, e["seed"])
+        out[e["seed"]] = {}
+        for a, b in after[e["seed"]].items():
+            m = tr.load_model(tr.states_dir() / b["key"] / "branch.pt", a)
+            out[e["seed"]][a] = gp.block_grad_norms(m, x, y, alpha=a)
+    return out
+
+
+def control_gap(b: dict, control: dict | None) -> float | None:
+    """A switch branch's final probe loss minus its never-collapsed control's at the same step (None: no
+    control at that alpha, or the control does not reach that step)."""
+    if control is None or b["step"] not in control["hist"]["m_step"]:
+        return None
+    return b["final_probe"]["loss"] - at_step(control["hist"], b["step"], "probe_loss")
+
+
+def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -> dict:
+    """Per held alpha: per event, steps to recovery (None: not within the branch), final srank, the loss gap
+    to the healthy network at the same step and, at the ``h7_control_alphas``, to the never-collapsed
+    control held at the same alpha (``control_gap``; None elsewhere); the count recovered and the median
+    steps."""
+    h7 = (controls or {}).get("h7", {})
+    out = {}
+    for a in p.switch_alphas:
+        rows = []
+        for e in events:
+            b = hold[e["seed"]][a]
+            rec = recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
+            gap = b["final_probe"]["loss"] - at_step(healthy[e["seed"]]["hist"], b["step"], "probe_loss")
+            rows.append(
+                {
+                    "seed": e["seed"],
+                    "recovered_after": rec,
+                    "final_srank": statistics.median(last_srank(b["hist"])[-p.recover_window :]),
+                    "loss_gap": gap,
+                    "control_gap": control_gap(b, h7.get(e["seed"], {}).get(a)),
+                    "step": b["step"],
+                }
+            )
+        steps = [r["recovered_after"] for r in rows if r["recovered_after"] is not None]
+        out[a] = {
+            "rows": rows,
+            "recovered": len(steps),
+            "events": len(rows),
+            "median_steps": statistics.median(steps) if steps else None,
+        }
+    return out
+
+
+def slow_ramp_spec(p, study: StudySpec, seed: int, start: int) -> tr.RunSpec:
+    """The slow reversed ramp from the saved collapse of ``seed`` at step ``start``: alpha from alpha_min
+    back to 1 over ``slow_ramp_factor`` times the driver's ramp length (:func:`slow_ramp_rate` per step)."""
+    base = run_spec(study, seed)
+    length = p.slow_ramp_factor * (p.ramp_end - p.ramp_start)
+    return tr.RunSpec(**{**base.__dict__, "alpha_knots": ((start, p.alpha_min), (start + length, 1.0))})
+
+
+def slow_ramp_rate(p) -> float:
+    """The slow reversed ramp's change of alpha per step."""
+    return ramp_rate(p) / p.slow_ramp_factor
+
+
+def ramp_control_alpha(p) -> float:
+    """The level the reversed ramp's control goes down to: the lowest of H7's never-collapsed control
+    alphas (``h7_control_alphas``)."""
+    return float(min(p.h7_control_alphas))
+
+
+def ramp_control_spec(p, study: StudySpec, seed: int, start: int) -> tr.RunSpec:
+    """The reversed ramp's control, matched in training time: the model and seed of the event ramped down
+    only to :func:`ramp_control_alpha` (where it does not collapse), held there until the switch step
+    ``start``, then ramped back up to 1 over the same steps as the reversed ramp (reaching 1 at the same
+    step). It differs from the reversed ramp by the collapse alone, not by the time spent at a small
+    alpha or the steps trained."""
+    base = run_spec(study, seed)
+    a = ramp_control_alpha(p)
+    down = tr.driver_knots(p.ramp_start, p.ramp_end, a)
+    held = ((start, a),) if start > p.ramp_end else ()
+    knots = down + held + ((start + p.ramp_end - p.ramp_start, 1.0),)
+    return tr.RunSpec(**{**base.__dict__, "alpha_knots": knots})
+
+
+def ramp_split(p, e: dict) -> int:
+    """The first step at which the reversed ramp's control (:func:`ramp_control_spec`) and H7's control at
+    the same alpha differ: the one after the switch step (or after the end of the driver's ramp, when the
+    event collapsed before it), where the ramp back up begins. Until there the two are one run, trained
+    once."""
+    return max(int(e["start"]), p.ramp_end) + 1
+
+
+def ramp_control_rows(p, events, rev: dict, controls: dict, healthy: dict) -> list[dict]:
+    """Per event with a reversed ramp and a control (:func:`ramp_control_spec`; at a control alpha of 1, the
+    healthy network): the reversed ramp's final probe loss minus the control's at the same step
+    (``excess``, None where the control collapsed), minus the healthy network's (``gap_healthy``), and
+    whether the ramp recovered."""
+    out = []
+    for e in events:
+        s = e["seed"]
+        b = rev.get(s)
+        if b is None:
+            continue
+        c = controls.get("ramp", {}).get(s) if ramp_control_alpha(p) < 1.0 else healthy[s]
+        collapsed = c is not None and ramp_control_alpha(p) < 1.0 and control_collapsed(c, p.threshold)
+        gap = control_gap(b, c)
+        out.append(
+            {
+                "seed": s,
+                "excess": None if collapsed else gap,
+                "control_collapsed": collapsed,
+                "gap_healthy": b["final_probe"]["loss"]
+                - at_step(healthy[s]["hist"], b["step"], "probe_loss"),
+                "recovered": recovery(b["hist"], e["start"], e["rec_threshold"], p.recover_window)
+                is not None,
+            }
+        )
+    return out
+
+
+def _alpha_recovered(e: dict, run: dict, spec, p) -> float | None:
+    rec = recovery(run["hist"], e["start"], e["rec_threshold"], p.recover_window)
+    return spec.alpha(e["start"] + rec) if rec is not None else None
+
+
+def hysteresis(p, study: StudySpec, events, drivers, rev, slow: dict | None = None) -> list[dict]:
+    """Per event: alpha at the driver's first crossing of the collapse threshold, alpha at which the
+    reversed ramp recovered (None if it did not within the branch), and the same on the slow reversed ramp
+    (``slow``: :func:`run_switches`'s; ``alpha_recover_slow`` is left out without it)."""
+    out = []
+    for e in events:
+        d = drivers[e["seed"]]
+        h = d["hist"]
+        fc = d["det"]["first_cross"]
+        a_col = h["alpha"][h["m_step"].index(fc)]
+        spec = branch_spec(study, e["seed"], e["start"], "reversed-ramp", {}, 0.0)
+        a_rec = _alpha_recovered(e, rev[e["seed"]], spec, p)
+        row = {"seed": e["seed"], "alpha_collapse": a_col, "alpha_recover": a_rec}
+        row["ratio"] = _ratio(a_rec, a_col)
+        if slow:
+            row["alpha_recover_slow"] = _alpha_recovered(
+                e, slow[e["seed"]], slow_ramp_spec(p, study, e["seed"], e["start"]), p
+            )
+        out.append(row)
+    return out
+
+
+def _ratio(a_rec: float | None, a_col: float) -> float | None:
+    """alpha of recovery / alpha of collapse; None without a recovery. A collapse first crossed at alpha = 0
+    (the smoke driver's floor) makes any recovery infinitely far above the collapse scale: the ratio is
+    inf."""
+    if a_rec is None:
+        return None
+    return a_rec / a_col if a_col > 0 else float("inf")
+
+
+def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dict]:
+    """H3's control per event seed: the driver of depth ``control_depth`` through the same ramp to the same
+    alpha_min (its final state, at alpha_min), whether it collapsed
+    (:func:`rankcollapse.repair.controls.control_collapsed`), its final srank (10-measurement median), its
+    median-over-blocks Q/K task gradient at alpha_min on the probe batch, and that over the healthy
+    network's of the same seed (:func:`gradients_at_collapse`)."""
+    out = []
+    for e in events:
+        s = e["seed"]
+        c = controls["h3"][s]
+        m = tr.load_model(_final_path(c), p.alpha_min)
+        g = gp.block_grad_norms(m, *_probe(p, s), alpha=p.alpha_min)
+        qk, qh = med(g["task_qk"]), med(grads[s]["healthy"]["task_qk"])
+        out.append(
+            {
+                "seed": s,
+                "depth": p.control_depth,
+                "collapsed": control_collapsed(c, p.threshold),
+                "final_srank": median_around(c["hist"], c["hist"]["m_step"][-1]),
+                "qk": qk,
+                "qk_healthy": qh,
+                "qk_ratio": qk / qh,
+                "task_qk": g["task_qk"],
+            }
+        )
+    return out
+
+
+def ramp_rate(p) -> float:
+    """The driver's (and the reversed ramp's) change of alpha per step."""
+    return (1.0 - p.alpha_min) / (p.ramp_end - p.ramp_start)
+
+
+def detection_lag_alpha(p) -> float:
+    """The reversed ramp's detection lag in alpha: the recovery median over ``recover_window`` measurements
+    (10 steps apart) answers about half its span late, ``recover_window * 10 / 2`` steps, at
+    :func:`ramp_rate` per step. The network's own response (the held switches take tens to hundreds of steps
+    to recover) comes on top."""
+    return p.recover_window * tr.RunSpec.measure_every / 2 * ramp_rate(p)
+
+
+def weight_rank_table(p, study: StudySpec, events, drivers, healthy) -> dict:
+    """Stable rank of the weight matrices (median over blocks) at initialisation, at the saved collapse and
+    at the healthy network's end, beside the last block's token srank."""
+    out = {}
+    for e in events:
+        s = e["seed"]
+        init = lm.build_model(run_spec(study, s).model, s)
+        col = tr.load_model(e["collapse"], p.alpha_min)
+        hm = tr.load_model(_final_path(healthy[s]), 1.0)
+        probe = _probe(p, s)
+        r = {}
+        for name, m in (("init", init), ("collapsed", col), ("healthy", hm)):
+            ws = gp.weight_sranks(m)
+            r[name] = {k: float(np.median(v)) for k, v in ws.items()}
+            r[name]["token_srank"] = float(tr.probe_measure(m, probe, all_blocks=False)["srank"][-1])
+        out[s] = r
+    return out
+
+
+def med(v) -> float:
+    return float(np.median(v))
+
+
+def predictor(grads: dict, alpha: float) -> dict:
+    """The paper's predictor per event: median over blocks of the query-key gradient right after the
+    switch."""
+    return {s: med(g["switched"][alpha]["task_qk"]) for s, g in grads.items()}
+
+
+# -- delayed switches and the predictor ---------------------------------------------------------------
+CENSOR = 10  # a switch that never recovers is counted as branch_steps + CENSOR steps where a time is needed
+
+
+def delayed_points(p, events, hold, delayed, healthy, controls: dict | None = None) -> list[dict]:
+    """One row per (event, delay, alpha), delay 0 being the held switch: the predictor (median over blocks of
+    the query-key gradient right after the switch, before any update), the last block's srank just before the
+    switch, steps to recovery (None: not within ``branch_steps``), final srank, the loss gap to the healthy
+    network at the same step (None past the healthy run's end) and to H7's never-collapsed control at the
+    same alpha (None: no control there, or past its end)."""
+    h7 = (controls or {}).get("h7", {})
+    rows = []
+    for e in events:
+        s = e["seed"]
+        probe = _probe(p, s)
+        hh = healthy[s]["hist"]
+        for a in p.delay_alphas:
+            pts = [(0, e["collapse"], hold[s][a])]
+            pts += [(d, branch_path(delayed[s][(d, a)][-2]), delayed[s][(d, a)][-1]) for d in p.delays]
+            for d, state, b in pts:
+                m = tr.load_model(state, p.alpha_min)
+                s_at = float(tr.probe_measure(m, probe, all_blocks=False)["srank"][-1])
+                q = med(gp.block_grad_norms(m, *probe, alpha=a)["task_qk"])
+                rec = recovery(b["hist"], e["start"] + d, e["rec_threshold"], p.recover_window)
+                gap = (
+                    b["final_probe"]["loss"] - at_step(hh, b["step"], "probe_loss")
+                    if b["step"] in hh["m_step"]
+                    else None
+                )
+                rows.append(
+                    {
+                        "seed": s,
+                        "delay": d,
+                        "alpha": a,
+                        "predictor": q,
+                        "srank_at_switch": s_at,
+                        "recovered_after": rec,
+                        "final_srank": statistics.median(last_srank(b["hist"])[-p.recover_window :]),
+                        "loss_gap": gap,
+                        "control_gap": control_gap(b, h7.get(s, {}).get(a)),
+                    }
+                )
+    return rows
+
+
+def censored(rec, branch_steps: int) -> int:
+    return branch_steps + CENSOR if rec is None else rec
+
+
+def h5_alpha(p) -> float:
+    """The switch scale the previous H5 rule (:func:`old_verdict_h5`) was judged at: 0.3 (the paper's
+    Figure 7) if delayed switches use it, else the largest delayed alpha."""
+    return 0.3 if 0.3 in p.delay_alphas else max(p.delay_alphas)
+
+
+def recovered_fractions(p, sw: dict) -> dict:
+    """Per delay alpha: (events whose undelayed held switch recovered, events)."""
+    return {a: (sw[a]["recovered"], sw[a]["events"]) for a in p.delay_alphas}
+
+
+def choose_h5_alpha(fractions: dict) -> float | None:
+    """H5's alpha, by a rule fixed before the results: among the delay alphas, the one whose undelayed held
+    switch recovered in a share of events strictly between 0 and 1 and closest to 1/2 (ties: the lower
+    alpha); None when recovery is certain or impossible at every delay alpha."""
+    cands = [(Fraction(abs(2 * r - n), 2 * n), a) for a, (r, n) in fractions.items() if n and 0 < r < n]
+    return min(cands)[1] if cands else None
+
+
+def delay_effect(p, rows, alpha: float | None = None) -> dict:
+    """Per event at ``alpha`` (default :func:`h5_alpha`): steps to recovery undelayed (``t0``) and after the
+    longest delay (``tmax``; None: no recovery within the branch), their difference with a switch that never
+    recovered counted as branch_steps + 10 (``diff``, the previous rule's reading), and the Spearman
+    correlation of delay and censored recovery time over all points at that alpha (None with fewer than 4
+    points)."""
+    a = h5_alpha(p) if alpha is None else alpha
+    pts = [r for r in rows if r["alpha"] == a]
+    per = {}
+    for r in pts:
+        per.setdefault(r["seed"], {})[r["delay"]] = r["recovered_after"]
+    dmax = max(p.delays)
+    ev = [
+        {
+            "seed": s,
+            "t0": v[0],
+            "tmax": v[dmax],
+            "diff": censored(v[dmax], p.branch_steps) - censored(v[0], p.branch_steps),
+        }
+        for s, v in per.items()
+    ]
+    rho = spearman([r["delay"] for r in pts], [censored(r["recovered_after"], p.branch_steps) for r in pts])
+    return {
+        "alpha": a,
+        "longest_delay": dmax,
+        "events": ev,
+        "spearman": rho,
+        "any_recovered": any(r["recovered_after"] is not None for r in pts),
+    }
+
+
+def h5_effects(p, sw: dict, rows: list[dict]) -> dict:
+    """What H5 reads: the undelayed switches' recovered shares per delay alpha, the alpha chosen by
+    :func:`choose_h5_alpha` (None: none neither certain nor impossible), the per-event effect of the longest
+    delay there (``new``; None without a chosen alpha) and at the previous rule's alpha (``old``)."""
+    fr = recovered_fractions(p, sw)
+    a = choose_h5_alpha(fr)
+    return {
+        "fractions": fr,
+        "alpha": a,
+        "new": delay_effect(p, rows, a) if a is not None else None,
+        "old": delay_effect(p, rows, h5_alpha(p)),
+    }
+
+
+def fit_threshold(points: list[tuple[float, bool]]) -> float | None:
+    """The predictor's threshold as the paper registered it: recovery predicted when the predictor is at
+    least the threshold. Candidates are geometric midpoints between neighbouring predictor values; the one
+    with the best accuracy on ``points`` wins (ties: the lowest). None when the points show only one outcome
+    (nothing to fit)."""
+    if len({o for _, o in points}) < 2:
+        return None
+    qs = sorted({q for q, _ in points})
+    cands = [(a * b) ** 0.5 for a, b in zip(qs, qs[1:])] + [qs[0] / 2, qs[-1] * 2]
+    best = max(sorted(cands), key=lambda t: (accuracy(t, points), -t))
+    return best
+
+
+def accuracy(t: float, points: list[tuple[float, bool]]) -> float:
+    return sum((q >= t) == o for q, o in points) / len(points)
+
+
+def split_test(rows, dev: list, test: list) -> dict:
+    """Fit the threshold on the rows of the development seeds, freeze it, and score it on the held-out
+    seeds."""
+    dev_pts = [(r["predictor"], r["recovered_after"] is not None) for r in rows if r["seed"] in dev]
+    test_pts = [(r["predictor"], r["recovered_after"] is not None) for r in rows if r["seed"] in test]
+    t = fit_threshold(dev_pts)
+    return {
+        "threshold": t,
+        "dev_accuracy": accuracy(t, dev_pts) if t is not None else None,
+        "test_accuracy": accuracy(t, test_pts) if t is not None and test_pts else None,
+        "dev_points": len(dev_pts),
+        "test_points": len(test_pts),
+    }
+
+
+def predictor_split(p, rows) -> dict:
+    """The registered test, twice: (a) as the paper ran it, the outcome of the switch to the lowest delayed
+    alpha; (b) pooled over every delayed switch alpha (recovered within the branch or not). Each time the
+    threshold is fitted on the development events (the first half of the settled seeds, in order), frozen,
+    and tested on the held-out events. Also the Spearman correlations of the predictor with recovery (lowest
+    alpha) and with recovery time among recovered switches (at :func:`h5_alpha`)."""
+    a_lo = min(p.delay_alphas)
+    seeds = sorted({r["seed"] for r in rows})
+    dev = seeds[: (len(seeds) + 1) // 2]
+    test = seeds[len(dev) :]
+    pts = [r for r in rows if r["alpha"] == a_lo]
+    outcome = [int(r["recovered_after"] is not None) for r in pts]
+    rec_h = [r for r in rows if r["alpha"] == h5_alpha(p) and r["recovered_after"] is not None]
+    lo = split_test(pts, dev, test)
+    return {
+        "alpha": a_lo,
+        "dev_seeds": dev,
+        "test_seeds": test,
+        **lo,
+        "pooled": split_test(rows, dev, test),
+        "spearman_recovery": spearman([r["predictor"] for r in pts], outcome)
+        if len(set(outcome)) > 1
+        else None,
+        "spearman_time": spearman([r["predictor"] for r in rec_h], [r["recovered_after"] for r in rec_h]),
+    }
+
+
+def driver_traces(p, events: list[dict], drivers: dict) -> dict:
+    """Per event's driver, every ``trace_every`` steps: the step, alpha, the last block's token srank and
+    each weight kind's stable rank (median over blocks), read from what the training loop recorded."""
+    out = {}
+    for e in events:
+        h = drivers[e["seed"]]["hist"]
+        t = {"step": [], "alpha": [], "token_srank": [], **{k: [] for k in WEIGHT_KINDS}}
+        for step, ws in zip(h["w_step"], h["wsrank"]):
+            if step % p.trace_every:
+                continue
+            i = h["m_step"].index(step)
+            t["step"].append(step)
+            t["alpha"].append(h["alpha"][i])
+            t["token_srank"].append(h["srank"][i][-1])
+            for k in WEIGHT_KINDS:
+                t[k].append(float(np.median(ws[k])))
+        out[e["seed"]] = t
+    return out
+
+
+def trace_summary(p, trace: dict) -> dict:
+    """Per traced driver, from the ramp's start to the driver's end: the ratio of the token srank and of each
+    weight kind's stable rank."""
+    out = {}
+    for s, t in trace.items():
+        i0 = t["step"].index(max(x for x in t["step"] if x <= p.ramp_start))
+        kinds = ("query", "key", "value", "mlp_in", "mlp_out")
+        out[s] = {
+            "token_ratio": t["token_srank"][-1] / t["token_srank"][i0],
+            "weight_ratio": {k: t[k][-1] / t[k][i0] for k in kinds},
+        }
+    return out
+
+
+WEIGHT_KINDS = ("query", "key", "value", "mlp_in", "mlp_out")

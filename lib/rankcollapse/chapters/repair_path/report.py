@@ -1,0 +1,879 @@
+"""Chapter `repair-path`, report: what the chapter records (``record_*``: numbers glued into the page,
+with their checks), its tables (``table_*``) and the sentences built from its results, and the paper's
+numbers the page quotes (:data:`PAPER`, :func:`glue_paper`).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from ...book import checks
+from ...book.html_tables import html_table
+from ...lm import gradpath as gp
+from ...lm import training as tr
+from ...repair.recovery import median_around
+from .experiments import (
+    WEIGHT_KINDS,
+    detection_lag_alpha,
+    med,
+    ramp_control_alpha,
+    ramp_rate,
+    slow_ramp_rate,
+)
+from .verdicts import H5_MARGIN, QK_CLOSED, h7_pairs
+
+# the paper's numbers this page quotes (depth 12): Figure 2's gradient norms at the collapse, and Figure 6's
+# alpha of collapse and of recovery
+PAPER = {
+    "depth": 12,
+    "task_last": 8e-3,  # task gradient on the attention input, last block
+    "task_first": 1e-8,  # ... first block
+    "task_healthy": 7e-2,  # ~, healthy network
+    "qk_below": 1e-6,  # query-key task gradient below this in every block
+    "hinge_first": 0.34,
+    "hinge_last": 6e-4,
+    "alpha_collapse": (0.02, 0.03),
+    "alpha_recover": 0.25,  # recovery only at alpha >= this
+}
+
+
+def _paper_num(v: float) -> str:
+    return f"{v:.0e}".replace("e-0", "e-") if 0 < abs(v) < 0.01 else f"{v:g}"
+
+
+def glue_paper(ch) -> None:
+    """Glue the paper's numbers the page quotes (:data:`PAPER`) as ``paper_*``, for ``glue:md``."""
+    for k, v in PAPER.items():
+        ch.glue(f"paper_{k}", "–".join(map(_paper_num, v)) if isinstance(v, tuple) else _paper_num(v))
+
+
+def ramp_control_text(p, rows: list[dict]) -> str:
+    """Markdown: the reversed ramp against its control matched in training time, read with H7's thresholds
+    (above the control if the median excess over the recovered ramps exceeds 0.05 nats, not above it below
+    0.01, in between otherwise); reported beside H7, not part of its rule."""
+    a = ramp_control_alpha(p)
+    what = (
+        f"the same model and seed ramped down only to $\\alpha$ = {a:g}, held there until the switch step "
+        "and ramped back up to 1 over the same steps as the reversed ramp"
+        if a < 1.0
+        else "the healthy network (the lowest H7 control alpha is 1)"
+    )
+    ok = [r for r in rows if r["recovered"] and r["excess"] is not None]
+    lost = sum(r["control_collapsed"] for r in rows)
+    head = f"The reversed ramp has a control matched in training time: {what}."
+    if not ok:
+        return head + " No recovered reversed ramp has a valid control here, so there is nothing to compare."
+    m = float(np.median([r["excess"] for r in ok]))
+    g = float(np.median([r["gap_healthy"] for r in ok]))
+    reading = (
+        "above its control: the collapse, not the time at a small alpha, leaves the loss higher"
+        if m > 0.05
+        else "not above its control: the gap to the healthy network is the alpha excursion, not the collapse"
+        if m < 0.01
+        else "between H7's thresholds (0.01 and 0.05 nats)"
+    )
+    return (
+        head
+        + f" Over {len(ok)} recovered ramps ({lost} of {len(rows)} controls collapsed and could not serve) "
+        f"the median final loss minus the control's is {m:.3f} nats, against {g:.3f} nats to the "
+        f"healthy network: {reading}. This reading is reported beside H7, not part of its rule."
+    )
+
+
+def record_ramp_control(ch, p, rows: list[dict]) -> None:
+    """Record the reversed ramp's median excess over its time-matched control; glue ``rev_ctl_md``."""
+    ok = [r["excess"] for r in rows if r["recovered"] and r["excess"] is not None]
+    ch.value(
+        "rev_ramp_control_excess_median",
+        float(np.median(ok)) if ok else None,
+        atol=0.15,
+        note="nats: median over the recovered reversed ramps of the final probe loss minus the control's "
+        "matched in training time (ramped down only to the lowest H7 control alpha and back up); trained",
+    )
+    ch.glue("rev_ctl_md", ramp_control_text(p, rows))
+
+
+def _fmt_list(xs) -> str:
+    """A glued list of numbers or short words, comma-separated."""
+    return ", ".join(map(str, xs))
+
+
+def record_events(ch, p, events: list[dict]) -> None:
+    """Record the number of settled collapses among the seeds (an error when there is none: nothing to
+    trace) and glue the number of seeds."""
+    if not events:
+        raise RuntimeError(
+            "no driver settled into a collapse: nothing to trace (try more seeds or a lower alpha_min)"
+        )
+    checks.count(ch, "events", len(events), of=len(p.seeds), note="settled collapses among the seeds")
+    ch.glue("n_seeds", len(p.seeds))
+    ch.glue("events_text", checks.count_text(len(events), len(p.seeds)))
+
+
+def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
+    """Record Figure 2: the per-block gradient norms (collapsed task Q/K, hinge, healthy task Q/K), the
+    medians over blocks and events of the Q/K task gradient, collapsed and healthy, and their ratio, the
+    blocks with a numerically zero Q/K gradient, and the first and last block's hinge and task gradients.
+    Returns those summaries, which the reopening factor and the H3 verdict read."""
+    col = {s: g["collapsed"] for s, g in grads.items()}
+    hea = {s: g["healthy"] for s, g in grads.items()}
+    checks.in_decades(
+        ch,
+        "task_qk_collapsed",
+        {s: c["task_qk"] for s, c in col.items()},
+        decades=1.0,
+        floor={s: [gp.EPS32 * w for w in c["w_qk"]] for s, c in col.items()},
+        glue=False,
+        note="per-block gradient norms of trained float32 networks, round-off-sized: read in decades",
+    )
+    ch.value(
+        "hinge_attn_collapsed",
+        {s: c["term_attn"] for s, c in col.items()},
+        rtol=1.0,
+        glue=False,
+        note="per-block hinge gradient norms; order of magnitude only",
+    )
+    ch.value(
+        "task_qk_healthy",
+        {s: h["task_qk"] for s, h in hea.items()},
+        rtol=1.0,
+        glue=False,
+        note="per-block gradient norms of the healthy networks; order of magnitude only",
+    )
+    qk_col = float(np.median([med(c["task_qk"]) for c in col.values()]))
+    qk_hea = float(np.median([med(h["task_qk"]) for h in hea.values()]))
+    qk_ratio = qk_col / qk_hea
+    n_zero = int(sum(sum(c["task_qk_zero"]) for c in col.values()))
+    hinge_first = float(np.median([c["term_attn"][0] for c in col.values()]))
+    hinge_last = float(np.median([c["term_attn"][-1] for c in col.values()]))
+    task_first = float(np.median([c["task_attn"][0] for c in col.values()]))
+    task_last = float(np.median([c["task_attn"][-1] for c in col.values()]))
+    qk_floor = float(np.median([med([gp.EPS32 * w for w in c["w_qk"]]) for c in col.values()]))
+    checks.in_decades(
+        ch,
+        "qk_collapsed_median",
+        qk_col,
+        decades=1.0,
+        floor=qk_floor,
+        note="median over blocks, then events; round-off-sized",
+    )
+    ch.value("qk_floor", qk_floor, rtol=1.0, note="eps32 x |W_qk|, median over blocks, then events")
+    ch.value(
+        "qk_healthy_median", qk_hea, rtol=1.0, note="median over blocks, then seeds; order of magnitude"
+    )
+    checks.in_decades(
+        ch,
+        "qk_ratio",
+        qk_ratio,
+        decades=1.0,
+        limits=(QK_CLOSED, 1 / 3),
+        note="collapsed / healthy; H3 reads it against QK_CLOSED and 1/3",
+    )
+    checks.count(
+        ch,
+        "qk_numerically_zero",
+        n_zero,
+        of=p.depth * len(events),
+        note="blocks (over all events) with a numerically zero Q/K gradient",
+    )
+    checks.in_decades(ch, "hinge_first", hinge_first, decades=1.0, note="hinge gradient, first block")
+    checks.in_decades(ch, "hinge_last", hinge_last, decades=1.0, note="hinge gradient, last block")
+    checks.in_decades(
+        ch, "task_first", task_first, decades=1.0, note="task gradient on attention input, first block"
+    )
+    checks.in_decades(
+        ch, "task_last", task_last, decades=1.0, note="task gradient on attention input, last block"
+    )
+    ch.glue("n_blocks_total", p.depth * len(events))
+    return {
+        "qk_ratio": qk_ratio,
+        "qk_collapsed": qk_col,
+        "qk_healthy": qk_hea,
+        "numerically_zero_blocks": n_zero,
+        "hinge_first": hinge_first,
+        "hinge_last": hinge_last,
+    }
+
+
+def record_reopening(ch, p, grads: dict, after_grads: dict, at_collapse: dict) -> dict:
+    """Record the median Q/K gradient at each probe alpha right after the switch and after ``after_steps``
+    updates there, and the reopening factor (first probe alpha against the collapse); glue the first probe
+    alpha's gradients and whether the later one is below a tenth of the reopened one (``"below"`` or
+    ``"still above"``). Returns the gradients by alpha (``reopen``, ``later``) and ``reopen_factor``, which
+    the table and the H4 verdict read."""
+    reopen = {
+        a: float(np.median([med(g["switched"][a]["task_qk"]) for g in grads.values()]))
+        for a in p.probe_alphas
+    }
+    later = {
+        a: float(np.median([med(after_grads[s][a]["task_qk"]) for s in after_grads])) for a in p.probe_alphas
+    }
+    ch.value(
+        "qk_after_switch",
+        {str(a): v for a, v in reopen.items()},
+        rtol=1.0,
+        glue=False,
+        note="median Q/K gradient right after the switch; order of magnitude",
+    )
+    ch.value(
+        "qk_after_updates",
+        {str(a): v for a, v in later.items()},
+        rtol=1.0,
+        glue=False,
+        note="median Q/K gradient after after_steps updates at that alpha; order of magnitude",
+    )
+    a0 = p.probe_alphas[0]
+    reopen_factor = reopen[a0] / at_collapse["qk_collapsed"]
+    ch.value(
+        "reopen_factor",
+        reopen_factor,
+        rtol=1.0,
+        note="median Q/K gradient at the first probe alpha / at the collapse",
+    )
+    ch.glue("a0", a0)
+    ch.glue("qk_a0", reopen[a0])
+    ch.glue("qk_a0_later", later[a0])
+    ch.glue("after_steps_g", p.after_steps)
+    ch.glue("path_after", "below" if later[a0] < reopen[a0] / 10 else "still above")
+    return {"reopen": reopen, "later": later, "reopen_factor": reopen_factor}
+
+
+def table_reopening(p, at_collapse: dict, reopening: dict) -> str:
+    """HTML table: the median Q/K gradient at the collapse and at each probe alpha, before any update and
+    after ``after_steps`` updates."""
+    reopen, later = reopening["reopen"], reopening["later"]
+    return html_table(
+        ["alpha", "median Q/K gradient, before any update", f"after {p.after_steps} updates"],
+        [[f"{p.alpha_min} (collapsed)", f"{at_collapse['qk_collapsed']:.2e}", "–"]]
+        + [[a, f"{reopen[a]:.2e}", f"{later[a]:.2e}"] for a in p.probe_alphas],
+    )
+
+
+def record_switches(ch, p, sw: dict) -> None:
+    """Record the switches held at each alpha: events recovered, steps to recovery, final srank and loss
+    gap to the healthy network, per event."""
+    checks.count(
+        ch,
+        "switch_recovered",
+        {str(a): sw[a]["recovered"] for a in p.switch_alphas},
+        of={str(a): len(sw[a]["rows"]) for a in p.switch_alphas},
+        note="events recovered per held alpha",
+    )
+    ch.value(
+        "switch_steps",
+        {str(a): [r["recovered_after"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        glue=False,
+        atol=100,
+        note="steps to recovery (None: not within the branch); trained",
+    )
+    ch.value(
+        "switch_final_srank",
+        {str(a): [r["final_srank"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        glue=False,
+        rtol=0.3,
+        note="last-block srank at the end of each switch branch; trained",
+    )
+    ch.value(
+        "switch_loss_gap",
+        {str(a): [r["loss_gap"] for r in sw[a]["rows"]] for a in p.switch_alphas},
+        glue=False,
+        atol=0.15,
+        note="nats, probe loss minus healthy at the same step; trained",
+    )
+    ch.value(
+        "switch_control_gap",
+        {str(a): [r["control_gap"] for r in sw[a]["rows"]] for a in p.h7_control_alphas},
+        glue=False,
+        atol=0.15,
+        note="nats, probe loss minus the never-collapsed control held at the same alpha, same step; trained",
+    )
+    steps = [r["recovered_after"] for a in p.switch_alphas for r in sw[a]["rows"] if r["recovered_after"]]
+    ch.glue(
+        "response_lag_text",
+        "not measured (no held switch recovered)"
+        if not steps
+        else f"{statistics.median(steps):g} steps, {statistics.median(steps) * ramp_rate(p):.2g} in alpha",
+    )
+    ch.glue("switch_alphas_text", _fmt_list(f"{a:g}" for a in p.switch_alphas))
+    ch.glue("h7_alphas_text", _fmt_list(f"{a:g}" for a in p.h7_control_alphas))
+
+
+def record_h3_control(ch, p, ctl: list[dict]) -> None:
+    """Record H3's control per event seed: its final srank, whether it collapsed, its median Q/K task
+    gradient at alpha_min and that over the healthy network's; glue the control depth, how many stayed
+    uncollapsed and the median ratio over those (``"no control"`` when none did)."""
+    ch.value(
+        "control_final_srank",
+        [c["final_srank"] for c in ctl],
+        rtol=0.3,
+        glue=False,
+        note="H3's control (depth control_depth to alpha_min): final 10-measurement median srank; trained",
+    )
+    ch.value(
+        "control_qk_ratio",
+        [c["qk_ratio"] for c in ctl],
+        rtol=1.0,
+        glue=False,
+        note="H3's control: median Q/K task gradient at alpha_min / the healthy one's; order of magnitude",
+    )
+    ok = [c for c in ctl if not c["collapsed"]]
+    ch.glue("control_depth_g", p.control_depth)
+    ch.glue("control_ok", f"{len(ok)} of {len(ctl)}")
+    ch.glue("control_srank_text", _fmt_list(f"{c['final_srank']:.2f}" for c in ctl))
+    ch.glue(
+        "control_qk_text",
+        "no control" if not ok else f"{float(np.median([c['qk_ratio'] for c in ok])):.2g}",
+    )
+
+
+def table_h3_control(ctl: list[dict], at_collapse: dict) -> str:
+    """HTML table: per event seed, H3's control (depth, final srank, collapsed or not, median Q/K task
+    gradient at alpha_min, its ratio to the healthy network's) beside the collapsed networks' median
+    ratio."""
+    return html_table(
+        [
+            "seed",
+            "control depth",
+            "control final srank",
+            "control collapsed",
+            "control median Q/K gradient",
+            "control / healthy",
+            "collapsed / healthy (median over events)",
+        ],
+        [
+            [
+                c["seed"],
+                c["depth"],
+                f"{c['final_srank']:.2f}",
+                "yes (no control)" if c["collapsed"] else "no",
+                f"{c['qk']:.2e}",
+                f"{c['qk_ratio']:.2g}",
+                f"{at_collapse['qk_ratio']:.2g}",
+            ]
+            for c in ctl
+        ],
+    )
+
+
+def record_h7_controls(ch, p, sw: dict, rows: list[dict], controls: dict) -> dict:
+    """Record H7's controls (per seed and control alpha: final srank, collapsed or not) and the recovered
+    switches' excess loss over them (:func:`h7_pairs`); glue the median excess and the median gap to the
+    healthy network of the same branches. Returns the evidence, which the table reads."""
+    ev = h7_pairs(p, sw, rows, controls)
+    ch.value(
+        "h7_control_final_srank",
+        {f"seed {c['seed']} alpha {c['alpha']:g}": c["final_srank"] for c in ev["controls"]},
+        rtol=0.3,
+        glue=False,
+        note="H7's never-collapsed controls: final 10-measurement median srank; trained",
+    )
+    ex = [x["excess"] for x in ev["pairs"]]
+    ch.value(
+        "h7_excess_median_nats",
+        float(np.median(ex)) if ex else float("nan"),
+        atol=0.15,
+        glue=False,
+        note="nats: median over the recovered switches of the loss minus its control's at the same alpha "
+        "and step (which switches recover changes with the kernels, so the median is recorded, not the "
+        "list); trained",
+    )
+    ch.glue("h7_excess_median", "none" if not ex else f"{float(np.median(ex)):.3f}")
+    ch.glue(
+        "h7_healthy_median",
+        "none" if not ex else f"{float(np.median([x['gap_healthy'] for x in ev['pairs']])):.3f}",
+    )
+    ch.glue("h7_pairs_n", f"{len(ex)} of {ev['recovered']}")
+    ch.glue("h7_controls_collapsed", sum(c["collapsed"] for c in ev["controls"]))
+    ch.glue("h7_controls_n", len(ev["controls"]))
+    return ev
+
+
+def table_h7(ev: dict) -> str:
+    """HTML table: every recovered switch at a control alpha with a valid control: its loss above the
+    control held at the same alpha (the excess H7 decides on) and above the healthy network."""
+    return html_table(
+        [
+            "seed",
+            "alpha",
+            "further collapsed steps",
+            "loss minus control (nats)",
+            "loss minus healthy (nats)",
+        ],
+        [
+            [x["seed"], f"{x['alpha']:g}", x["delay"], f"{x['excess']:.3f}", f"{x['gap_healthy']:.3f}"]
+            for x in ev["pairs"]
+        ],
+    )
+
+
+def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) -> None:
+    """Record the alpha of collapse and of recovery on the reversed ramp per event, and the driver's srank
+    at the start of the ramp; glue those alphas and their ratios as lists ("not recovered", "not measured":
+    no recovery; "unbounded": collapse first crossed at alpha = 0), and whether the srank before the ramp
+    was ``"well above"`` the threshold (by more than 0.5) or ``"close to"`` it."""
+    ch.value(
+        "alpha_at_collapse",
+        [h["alpha_collapse"] for h in hy],
+        atol=0.1,
+        note="alpha at the driver's first crossing of the threshold; trained",
+    )
+    ch.value(
+        "alpha_at_recovery",
+        [h["alpha_recover"] for h in hy],
+        atol=0.1,
+        note="alpha at the reversed ramp's recovery (None: not within the branch); trained",
+    )
+    ch.glue("a_col", _fmt_list(f"{h['alpha_collapse']:.3g}" for h in hy))
+    ch.glue(
+        "a_rec",
+        _fmt_list(
+            "not recovered" if h["alpha_recover"] is None else f"{h['alpha_recover']:.3g}" for h in hy
+        ),
+    )
+    ch.glue("branch_steps_g", p.branch_steps)
+    ch.glue(
+        "hyst_ratio_text",
+        _fmt_list(
+            "not measured"
+            if h["ratio"] is None
+            else "unbounded"
+            if h["ratio"] == float("inf")
+            else f"{h['ratio']:.3g}"
+            for h in hy
+        ),
+    )
+    sbr = float(np.median([median_around(drivers[e["seed"]]["hist"], p.ramp_start) for e in events]))
+    ch.value(
+        "srank_before_ramp",
+        sbr,
+        rtol=0.3,
+        note="driver's last-block srank (10-measurement median, median over events) at the start of the "
+        "ramp; trained",
+    )
+    ch.glue("before_ramp", "well above" if sbr > p.threshold + 0.5 else "close to")
+    ch.glue("ramp_rate", ramp_rate(p))
+    ch.glue("detection_lag", detection_lag_alpha(p))
+    ch.glue("detection_lag_steps", p.recover_window * tr.RunSpec.measure_every // 2)
+    ch.glue("alpha_col_median", float(np.median([h["alpha_collapse"] for h in hy])))
+
+
+def held_bracket(sw: dict) -> tuple[float | None, float | None]:
+    """The held switches' recovery threshold as a bracket: the largest held alpha at which fewer than half
+    the events recovered below the smallest at which at least half did (None where there is none)."""
+    ok = sorted(a for a, v in sw.items() if v["events"] and 2 * v["recovered"] >= v["events"])
+    hi = ok[0] if ok else None
+    below = [a for a in sw if (hi is None or a < hi) and 2 * sw[a]["recovered"] < sw[a]["events"]]
+    return (max(below) if below else None), hi
+
+
+def grid_resolution(bracket: tuple[float | None, float | None]) -> float | None:
+    """The held grid's spacing where it locates the threshold: the width of ``bracket`` (None when it is
+    open on either side)."""
+    lo, hi = bracket
+    return hi - lo if lo is not None and hi is not None else None
+
+
+def slow_ramp_text(p, hy: list[dict], sw: dict) -> str:
+    """Markdown: the two reversed ramps' detection lags against the held grid's resolution, and where the
+    slow ramp recovered against the driver-rate ramp and the held switches' bracket."""
+    lo, hi = held_bracket(sw)
+    res = grid_resolution((lo, hi))
+    lag, lag_slow = detection_lag_alpha(p), detection_lag_alpha(p) / p.slow_ramp_factor
+    bracket = (
+        f"between {lo:g} ({sw[lo]['recovered']} of {sw[lo]['events']} events) and {hi:g} "
+        f"({sw[hi]['recovered']} of {sw[hi]['events']})"
+        if lo is not None and hi is not None
+        else "not bracketed by the held grid"
+    )
+    if p.slow_ramp_factor == 1:
+        return (
+            f"No slow reversed ramp was run (`slow_ramp_factor` = 1): the driver-rate ramp's detection lag "
+            f"is {lag:.2g} in $\\alpha$; the held switches put the threshold {bracket}."
+        )
+    slow = [h.get("alpha_recover_slow") for h in hy]
+    got = [a for a in slow if a is not None]
+    fast = [h["alpha_recover"] for h in hy if h["alpha_recover"] is not None]
+    where = (
+        f"it recovered in {len(got)} of {len(slow)} events, at $\\alpha$ = "
+        + _fmt_list("not within the branch" if a is None else f"{a:.3g}" for a in slow)
+        + f" (median {np.median(got):.3g}"
+        + (f", against {np.median(fast):.3g} on the driver-rate ramp" if fast else "")
+        + ")"
+        if got
+        else f"it recovered in none of the {len(slow)} events within its {p.slow_ramp_steps} steps"
+    )
+    return (
+        f"A second reversed ramp rises {p.slow_ramp_factor} times more slowly ({slow_ramp_rate(p):.3g} per "
+        f"step, {p.slow_ramp_steps} steps): its detection lag is {lag_slow:.2g} in $\\alpha$, against "
+        f"{lag:.2g} on the driver-rate ramp"
+        + (f" and the held grid's resolution of {res:.2g} at the threshold" if res is not None else "")
+        + f". {where[0].upper() + where[1:]}; the held switches put the threshold {bracket}."
+        + (" " + _slow_vs_bracket(float(np.median(got)), lo, hi, lag_slow) if got else "")
+        + (
+            " " + _slow_vs_fast(float(np.median(got)), float(np.median(fast)), lag - lag_slow)
+            if got and fast
+            else ""
+        )
+    )
+
+
+def _slow_vs_bracket(m: float, lo: float | None, hi: float | None, lag: float) -> str:
+    """Where the slow ramp's median recovery alpha ``m`` lies against the held bracket (``lag``: its
+    detection lag in alpha)."""
+    if hi is not None and m > hi + lag:
+        return f"Its median lies {m - hi:.2g} above the bracket, more than its detection lag."
+    if lo is not None and m < lo:
+        return (
+            "Its median lies below the bracket: on a rising alpha the rank came back earlier than at a held "
+            "one."
+        )
+    return (
+        "Its median lies within the bracket (up to its detection lag): the slow ramp and the held switches "
+        "agree."
+    )
+
+
+def _slow_vs_fast(m_slow: float, m_fast: float, lag_saved: float) -> str:
+    """What slowing the ramp did to the median recovery alpha (``lag_saved``: the detection lag in alpha the
+    slower ramp removes)."""
+    if m_slow < m_fast - lag_saved / 2:
+        return (
+            f"Slowing the ramp lowered the median recovery alpha by {m_fast - m_slow:.2g} (the detection "
+            f"lag it removes is {lag_saved:.2g}): that much of the driver-rate ramp's recovery was lag."
+        )
+    return (
+        f"Slowing the ramp did not lower the median recovery alpha ({m_slow:.3g} against {m_fast:.3g}), "
+        f"although it removes {lag_saved:.2g} of detection lag: the detector does not explain the gap "
+        "above the held threshold. The slower ramp also keeps the network longer at a small alpha, and the "
+        "delayed switches below show recovery slowing with the time spent collapsed."
+    )
+
+
+def record_slow_ramp(ch, p, hy: list[dict], sw: dict) -> None:
+    """Record the slow reversed ramp's recovery alpha per event and its median; glue ``slow_ramp_md``
+    (:func:`slow_ramp_text`)."""
+    if p.slow_ramp_factor > 1:
+        slow = [h.get("alpha_recover_slow") for h in hy]
+        got = [a for a in slow if a is not None]
+        ch.value(
+            "alpha_at_recovery_slow",
+            slow,
+            atol=0.05,
+            note="alpha at the slow reversed ramp's recovery (None: not within the branch); trained",
+        )
+        ch.value(
+            "alpha_at_recovery_slow_median",
+            float(np.median(got)) if got else None,
+            atol=0.05,
+            note="median over the events that recovered on the slow reversed ramp; trained",
+        )
+    ch.glue("slow_ramp_md", slow_ramp_text(p, hy, sw))
+
+
+def _median_text(xs) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{np.median(xs):.3f}" if xs else "–"
+
+
+def table_switches(p, sw: dict) -> str:
+    """HTML table: per held alpha, events recovered, median steps to recovery, final srank and loss gap,
+    beside the paper's recovered counts and median steps."""
+    paper_recovered = {0.1: "2/8", 0.3: "7/8", 0.6: "8/8"}
+    paper_steps = {0.1: 94, 0.3: 71, 0.6: 50}
+    return html_table(
+        [
+            "alpha held",
+            "recovered / events",
+            "median steps to recovery",
+            "final srank (median)",
+            "loss minus healthy (median, nats)",
+            "loss minus control at that alpha (median, nats)",
+            "paper recovered",
+            "paper median steps",
+        ],
+        [
+            [
+                a,
+                f"{sw[a]['recovered']} / {sw[a]['events']}",
+                "–" if sw[a]["median_steps"] is None else sw[a]["median_steps"],
+                f"{np.median([r['final_srank'] for r in sw[a]['rows']]):.2f}",
+                f"{np.median([r['loss_gap'] for r in sw[a]['rows']]):.3f}",
+                _median_text([r["control_gap"] for r in sw[a]["rows"]]),
+                paper_recovered.get(a, "–"),
+                paper_steps.get(a, "–"),
+            ]
+            for a in p.switch_alphas
+        ],
+    )
+
+
+def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
+    """Record the delayed switches: steps to recovery and srank before each switch, the undelayed switches'
+    recovered share per delay alpha and the alpha H5 is judged at (:func:`h5_effects`; where there is none,
+    the previous rule's alpha is shown), the per-event change of the recovery time after the longest delay
+    there and the Spearman correlation of delay and recovery time; glue the delays and delayed alphas, and
+    per event (as lists) the steps to recovery undelayed and after the longest delay ("no recovery": none
+    within the branch)."""
+    eff = h5["new"] or h5["old"]
+    ch.value(
+        "h5_recovered_share",
+        {f"{a:g}": list(x) for a, x in h5["fractions"].items()},
+        atol=4,
+        glue=False,
+        note="per delay alpha: [events recovered, events] of the undelayed held switch; trained",
+    )
+    ch.glue(
+        "h5_alpha_text",
+        "none: at every delayed alpha the undelayed switch recovered in all events or in none"
+        if h5["alpha"] is None
+        else f"{h5['alpha']:g}",
+    )
+    ch.glue(
+        "h5_shares_text",
+        _fmt_list(f"{r} of {n} at {a:g}" for a, (r, n) in h5["fractions"].items()),
+    )
+    ch.glue("h5_margin", H5_MARGIN)
+    ch.value(
+        "delayed_recovered_after",
+        {f"seed {r['seed']} alpha {r['alpha']} delay {r['delay']}": r["recovered_after"] for r in rows},
+        atol=100,
+        glue=False,
+        note="steps to recovery after each (delayed) switch; None: not within the branch; trained",
+    )
+    ch.value(
+        "delayed_srank_at_switch",
+        [r["srank_at_switch"] for r in rows],
+        rtol=0.3,
+        glue=False,
+        note="last-block srank just before each switch (still collapsed?); trained",
+    )
+    ch.value(
+        "delay_diff",
+        {str(e["seed"]): e["diff"] for e in eff["events"]},
+        atol=100,
+        glue=False,
+        note="steps to recovery after the longest delay minus undelayed (no recovery counted as branch + "
+        "10); trained",
+    )
+    ch.value(
+        "delay_spearman", eff["spearman"], atol=0.5, note="delay vs censored recovery time; None: < 4 points"
+    )
+    ch.glue("delays_text", _fmt_list(p.delays))
+    ch.glue("delay_alphas_text", _fmt_list(f"{a:g}" for a in p.delay_alphas))
+    ch.glue("h5_alpha", eff["alpha"])  # the alpha whose per-event times are shown
+    ch.glue("max_delay", max(p.delays))
+    ch.glue("delay_seeds", _fmt_list(e["seed"] for e in eff["events"]))
+    ch.glue("delay_t0", _fmt_list("no recovery" if e["t0"] is None else e["t0"] for e in eff["events"]))
+    ch.glue(
+        "delay_tmax", _fmt_list("no recovery" if e["tmax"] is None else e["tmax"] for e in eff["events"])
+    )
+    ch.glue("delay_spearman_text", "not computed" if eff["spearman"] is None else f"{eff['spearman']:.2f}")
+
+
+def table_delayed(rows: list[dict]) -> str:
+    """HTML table: one row per (event, alpha, delay) with the srank before the switch, the predictor, steps
+    to recovery, final srank and loss gap to the healthy network."""
+    return html_table(
+        [
+            "seed",
+            "alpha",
+            "further collapsed steps",
+            "srank before the switch",
+            "predictor (median Q/K gradient)",
+            "steps to recovery",
+            "final srank",
+            "loss minus healthy (nats)",
+        ],
+        [
+            [
+                r["seed"],
+                r["alpha"],
+                r["delay"],
+                f"{r['srank_at_switch']:.2f}",
+                f"{r['predictor']:.2e}",
+                "–" if r["recovered_after"] is None else r["recovered_after"],
+                f"{r['final_srank']:.2f}",
+                "past the healthy run" if r["loss_gap"] is None else f"{r['loss_gap']:.3f}",
+            ]
+            for r in rows
+        ],
+    )
+
+
+def record_predictor(ch, rows: list[dict], split: dict) -> None:
+    """Record the predictor per switch, the thresholds fitted on the development seeds (at the lowest delayed
+    alpha and pooled) with their held-out accuracy, and the predictor's Spearman correlations with recovery
+    and recovery time; glue those correlations (``"not computed"`` where too few points)."""
+    checks.in_decades(
+        ch,
+        "predictor_values",
+        [r["predictor"] for r in rows],
+        decades=1.0,
+        glue=False,
+        note="median Q/K gradient right after each switch; read in decades",
+    )
+    ch.value(
+        "predictor_threshold",
+        split["threshold"],
+        rtol=1.0,
+        note="fitted on the development seeds; None: one outcome only there; order of magnitude",
+    )
+    ch.value(
+        "predictor_test_accuracy",
+        split["test_accuracy"],
+        atol=0.34,
+        note="held-out accuracy of the frozen threshold; None: nothing to test",
+    )
+    ch.value(
+        "predictor_spearman_recovery",
+        split["spearman_recovery"],
+        atol=0.5,
+        note="predictor vs recovered (lowest delayed alpha); None: < 4 points or one outcome",
+    )
+    ch.value(
+        "predictor_spearman_time",
+        split["spearman_time"],
+        atol=0.5,
+        note="predictor vs steps to recovery among recovered switches; None: < 4 points",
+    )
+    pool = split["pooled"]
+    ch.value(
+        "predictor_pooled_threshold",
+        pool["threshold"],
+        rtol=1.0,
+        note="pooled over switch scales, fitted on the development seeds; None: one outcome only; "
+        "order of magnitude",
+    )
+    ch.value(
+        "predictor_pooled_test_accuracy",
+        pool["test_accuracy"],
+        atol=0.34,
+        note="held-out accuracy of the frozen pooled threshold; None: nothing to test",
+    )
+    for key in ("spearman_recovery", "spearman_time"):
+        ch.glue(f"pred_{key}", "not computed" if split[key] is None else f"{split[key]:.2f}")
+
+
+def table_predictor(split: dict) -> str:
+    """HTML table: the registered test at the lowest delayed alpha and the pooled one, each with the
+    threshold fitted on the development seeds (none where they showed one outcome), its development
+    accuracy, and the frozen threshold's accuracy on the held-out seeds."""
+    dev, test = _fmt_list(split["dev_seeds"]), _fmt_list(split["test_seeds"])
+
+    def row(label, s):
+        if s["threshold"] is None:
+            return [label, dev, "none (one outcome only)", "–", test, "nothing tested"]
+        held = (
+            "no held-out events"
+            if s["test_accuracy"] is None
+            else f"{s['test_accuracy']:.2f} of {s['test_points']} switches"
+        )
+        return [
+            label,
+            dev,
+            f"{s['threshold']:.2e}",
+            f"{s['dev_accuracy']:.2f} of {s['dev_points']} switches",
+            test,
+            held,
+        ]
+
+    return html_table(
+        [
+            "switches",
+            "development seeds",
+            "threshold",
+            "development accuracy",
+            "held-out seeds",
+            "held-out accuracy (frozen)",
+        ],
+        [
+            row(f"alpha = {split['alpha']:g} (registered)", split),
+            row("every alpha, pooled", split["pooled"]),
+        ],
+    )
+
+
+def record_weight_ranks(ch, wr: dict) -> dict:
+    """Record the weight-matrix and token stable ranks per seed and state, and their median ratios (healthy
+    over initial weights, collapsed over healthy weights, collapsed over healthy tokens); returns the ratios,
+    which the W1 verdict reads."""
+    ch.value(
+        "weight_srank",
+        {str(s): v for s, v in wr.items()},
+        rtol=0.3,
+        glue=False,
+        note="weight-matrix stable ranks (median over blocks) and token srank; trained",
+    )
+    kinds = WEIGHT_KINDS
+    w_heal_vs_init = float(np.median([wr[s]["healthy"][k] / wr[s]["init"][k] for s in wr for k in kinds]))
+    w_col_vs_heal = float(
+        np.median([wr[s]["collapsed"][k] / wr[s]["healthy"][k] for s in wr for k in kinds])
+    )
+    t_col_vs_heal = float(
+        np.median([wr[s]["collapsed"]["token_srank"] / wr[s]["healthy"]["token_srank"] for s in wr])
+    )
+    ch.value(
+        "w_healthy_vs_init", w_heal_vs_init, rtol=0.3, note="median ratio of weight stable ranks; trained"
+    )
+    ch.value(
+        "w_collapsed_vs_healthy",
+        w_col_vs_heal,
+        rtol=0.3,
+        note="median ratio of weight stable ranks; trained",
+    )
+    ch.value(
+        "token_collapsed_vs_healthy",
+        t_col_vs_heal,
+        rtol=0.3,
+        note="ratio of last-block token sranks; trained",
+    )
+    return {
+        "w_healthy_vs_init": w_heal_vs_init,
+        "w_collapsed_vs_healthy": w_col_vs_heal,
+        "token_collapsed_vs_healthy": t_col_vs_heal,
+    }
+
+
+def table_weight_ranks(wr: dict) -> str:
+    """HTML table: per seed and state (init, collapsed, healthy), each weight kind's stable rank and the last
+    block's token srank."""
+    kinds = WEIGHT_KINDS
+    return html_table(
+        ["seed", "state"] + list(kinds) + ["token srank (last block)"],
+        [
+            [s, st] + [f"{wr[s][st][k]:.2f}" for k in kinds] + [f"{wr[s][st]['token_srank']:.2f}"]
+            for s in wr
+            for st in ("init", "collapsed", "healthy")
+        ],
+    )
+
+
+def record_trace(ch, p, ts: dict) -> dict:
+    """Record the token and weight stable rank ratios from the ramp's start to the driver's end; returns the
+    two medians, which the W1 verdict reads."""
+    ch.glue("trace_every_g", p.trace_every)
+    tok_ramp = float(np.median([t["token_ratio"] for t in ts.values()]))
+    w_ramp = float(np.median([v for t in ts.values() for v in t["weight_ratio"].values()]))
+    ch.value(
+        "trace_token_ratio",
+        tok_ramp,
+        rtol=0.3,
+        note="token srank at the driver's end / at the ramp's start (median over events); trained",
+    )
+    ch.value(
+        "trace_weight_ratio",
+        w_ramp,
+        rtol=0.3,
+        note="weight stable rank at the driver's end / at the ramp's start (median over kinds and events); "
+        "trained",
+    )
+    ch.value(
+        "trace_weight_ratio_by_kind",
+        {str(s): t["weight_ratio"] for s, t in ts.items()},
+        rtol=0.3,
+        glue=False,
+        note="per weight kind; trained",
+    )
+    return {"trace_token_ratio": tok_ramp, "trace_weight_ratio": w_ramp}
