@@ -193,3 +193,61 @@ def test_every_record_keeps_its_kinds_rules(path):
         # a record written by other code, before these rules: re-recorded with `bash make.sh record`; shown
         pytest.xfail(f"{path.parent.name}/{path.name} is stale (recorded by another version of the code)")
     assert records.kind_violations(rec) == []
+
+
+def test_a_value_a_rule_reads_against_a_line_is_held_no_wider_than_its_margin():
+    ch = _Ch()
+    checks.against(ch, "x", 0.6, limits=(0.5,))  # a rule reads x > 0.5
+    e = {**ch.results.values["x"], "rtol": 0.0}
+    x = records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": 0.58}})})["values"][
+        "x"
+    ]
+    # measured 0.02 (rel 0.033) -> SAFETY x 0.033 = 0.13 rel = 0.08 abs: within the margin 0.1, not capped
+    assert x["margin"] == pytest.approx(0.1) and not x["fragile"]
+    assert records.kind_violations(_doc({"x": x})) == []
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 0.55}}))[0].ok
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 0.49}}))[0].ok  # crossed the line
+    # a spread wider than the margin: the tolerance is capped there, and the entry is fragile
+    y = records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": 0.45}})})["values"][
+        "x"
+    ]
+    assert y["fragile"] and "FRAGILE" in y["note"] and "capped" in y["note"]
+    assert y["atol"] + y["rtol"] * 0.6 <= 0.1 + 1e-12 and records.kind_violations(_doc({"x": y})) == []
+    # a tolerance widened by hand past the margin is a violation
+    assert records.kind_violations(_doc({"x": {**x, "rtol": 0.5}}))
+    with pytest.raises(ValueError, match="needs the lines"):
+        checks.against(_Ch(), "z", 1.0, limits=())
+
+
+def test_a_count_a_rule_reads_against_a_line_is_held_to_its_side():
+    e = _entry(kind="count", v=5, of=7, limits=(3.5,))  # a rule "at least 4 of 7"
+    x = records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": 5}})})["values"]["x"]
+    assert x["atol"] == 1 and x["margin"] == pytest.approx(1.5) and not x["fragile"]
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 4}}))[0].ok
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 3}}))[0].ok
+    # moved by 3 between variants (8 -> 5 is impossible of 7; use no 'of'): capped at the margin, fragile
+    f = _entry(kind="count", v=6, of=None, limits=(3.5,))
+    y = records.record_with_spread(_doc({"x": f}), {"avx2": _doc({"x": {**f, "value": 9}})})["values"]["x"]
+    assert y["atol"] == 2 and y["fragile"] and "FRAGILE" in y["note"]
+    assert records.kind_violations(_doc({"x": y})) == []
+    assert records.kind_violations(_doc({"x": {**y, "atol": 3.0}}))
+
+
+def test_the_replaced_record_widens_only_what_it_measured_the_same_way():
+    e = {"value": 1.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}
+    old = {**e, "value": 1.1, "rtol": 0.5, "note": "a ratio || measured: on another host"}
+    x = records.record_with_spread(
+        _doc({"x": e}), {"avx2": _doc({"x": e}), records.RECORDED: _doc({"x": old})}
+    )["values"]["x"]
+    assert x["rtol"] == pytest.approx(0.5) and "replaced record" in x["note"]
+    other = {**old, "note": "another quantity || measured: on another host"}
+    y = records.record_with_spread(
+        _doc({"x": e}), {"avx2": _doc({"x": e}), records.RECORDED: _doc({"x": other})}
+    )["values"]["x"]
+    assert y["rtol"] == pytest.approx(records.MIN_RTOL) and records.RECORDED not in y["spread"]["variants"]
+    # a verdict the replaced record reached under another rule is no spread of the new rule
+    v_new = {"C": {"verdict": "refuted", "rule": "new"}}
+    v_old = {"C": {"verdict": "supported", "rule": "old"}}
+    records.record_with_spread(_doc({"x": e}, v_new), {records.RECORDED: _doc({"x": e}, v_old)})
+    with pytest.raises(records.RecordError, match="verdict C"):
+        records.record_with_spread(_doc({"x": e}, v_new), {"avx2": _doc({"x": e}, v_old)})

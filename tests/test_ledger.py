@@ -56,3 +56,41 @@ def test_the_ledger_says_whether_a_count_verdict_holds_across_its_intervals():
     firm = checks.across_interval(lambda ev: ("supported", ""), {"s": 5}, {"s": (5, 9, checks.at_key("s"))})
     assert ledger.interval_note({"evidence": {"across_interval": firm}}).startswith("Holds across")
     assert ledger.interval_note({"evidence": {"reason": "no counts"}}) == ""
+
+
+def test_a_verdict_is_shown_and_checked_beside_its_control(tmp_path):
+    from rankcollapse.book import records
+    from rankcollapse.book.notebook import control_text
+    from rankcollapse.book.results import Results
+
+    r = Results("skip", {})
+    ctl = {"on": "the pure SAN, no skip", "verdict": "refuted", "reason": "16 of 16 collapsed"}
+    r.verdict("C2", "supported", claim="c", rule="r", evidence={"reason": "kept", "control": ctl})
+    r.verdict("Q1", "supported", claim="c", rule="r", evidence={"control": {**ctl, "verdict": "supported"}})
+    r.verdict("C1", "refuted", claim="c", rule="r", evidence={})
+    assert r.verdicts["C2"]["control"]["counts"] and not r.verdicts["Q1"]["control"]["counts"]
+    assert "control" not in r.verdicts["C1"]
+    assert "so the verdict counts" in control_text(r.verdicts["C2"]["control"])
+    assert "does not count" in control_text(
+        r.verdicts["Q1"]["control"]
+    ) and "does not count" in control_text(None)
+    (tmp_path / "skip").mkdir()
+    (tmp_path / "skip" / "results.json").write_text(json.dumps({"verdicts": r.verdicts}))
+    t = ledger.table(tmp_path, "smoke", ["skip"])
+    c2 = next(l for l in t.splitlines() if l.startswith("| **C2** "))
+    q1 = next(l for l in t.splitlines() if l.startswith("| **Q1** "))
+    assert "refuted <small>(the pure SAN, no skip)</small>; counts" in c2
+    assert "same outcome: does not count" in q1
+    # the check compares the control's outcome too
+    doc = {"chapter": "skip", "params": {}, "values": {}, "verdicts": r.verdicts}
+    moved = json.loads(json.dumps(doc))
+    moved["verdicts"]["C2"]["control"]["verdict"] = "supported"
+    rows = {row.name: row.ok for row in records.compare(doc, moved)}
+    assert rows["verdict C2"] and not rows["verdict C2 on its control"]
+    # and recording refuses a control whose outcome moves between kernel variants
+    import pytest
+
+    with pytest.raises(records.RecordError, match="its control"):
+        records.record_with_spread(doc, {"avx2": moved})
+    with pytest.raises(ValueError, match="control"):
+        r.verdict("C3", "supported", claim="c", rule="r", evidence={"control": {"verdict": "maybe"}})

@@ -38,10 +38,32 @@ def _one_count(name: str, k: Any, of: Any) -> int:
     return int(k)
 
 
-def count(ch, name: str, k: Any, *, of: Any, note: str = "", glue: bool = True) -> Any:
+def _limits(name: str, limits: Any) -> list[float]:
+    lims = [float(x) for x in (limits or ())]
+    if any(not math.isfinite(x) for x in lims):
+        raise ValueError(f"value '{name}': limits must be finite numbers, not {limits!r}")
+    return lims
+
+
+def against(ch, name: str, v: Any, *, limits: Any, note: str = "", glue: bool = True) -> Any:
+    """Record ``v`` (a number, or numbers) that a verdict's rule, a caption or a sentence reads against the
+    lines ``limits`` (its thresholds). Its tolerance on another machine is then never wider than its recorded
+    distance to the nearest line (it is marked ``fragile`` where the spread measured between kernel variants
+    reaches that distance), and ``rcbook check`` also requires it on the same side of every line."""
+    lims = _limits(name, limits)
+    if not lims:
+        raise ValueError(f"value '{name}': against() needs the lines a rule reads it against")
+    v = ch.value(name, v, note=note, glue=glue)
+    _mark(ch, name, limits=lims)
+    return v
+
+
+def count(ch, name: str, k: Any, *, of: Any, limits: Any = (), note: str = "", glue: bool = True) -> Any:
     """Record ``k`` events out of ``of`` (None: no fixed number of trials) as a count. ``k`` may also be a
     mapping of counts (per treatment, per alpha), ``of`` then one number for all or a mapping of the same
-    keys."""
+    keys. ``limits``: the lines a rule reads the count against (a rule "at least 4 of 7" reads it against
+    3.5): the check then requires it on the same side of each, and its tolerance never reaches past them
+    without the record saying it is fragile."""
     if isinstance(k, dict):
         per = of if isinstance(of, dict) else {key: of for key in k}
         k = {key: _one_count(f"{name}[{key}]", x, per.get(key)) for key, x in k.items()}
@@ -52,8 +74,11 @@ def count(ch, name: str, k: Any, *, of: Any, note: str = "", glue: bool = True) 
         )
     else:
         k = _one_count(name, k, of)
+    lims = _limits(name, limits)
     v = ch.value(name, k, note=note, glue=glue and not isinstance(k, dict))
     _mark(ch, name, kind="count", of=of if isinstance(of, dict) or of is None else int(of))
+    if lims:
+        _mark(ch, name, limits=lims)
     return v
 
 

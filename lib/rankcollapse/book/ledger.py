@@ -213,6 +213,16 @@ def interval_note(v: dict) -> str:
     )
 
 
+def control_cell(v: dict) -> str:
+    """The ledger's cell for a verdict's control: its outcome, on which run, and whether the claim's verdict
+    counts (the outcomes differ) or not."""
+    c = v.get("control")
+    if not c:
+        return "<i>no control: does not count</i>"
+    mark = "counts" if c["counts"] else "<b>same outcome: does not count</b>"
+    return f"{c['verdict']} <small>({_cell(c['on'])})</small>; {mark}"
+
+
 def _cell(s: str) -> str:
     return s.replace("|", "/").replace("\n", " ")
 
@@ -227,11 +237,14 @@ def table(build: Path, profile: str, known_chapters, labels: dict | None = None)
         f"Verdicts at the **`{profile}`** profile, gathered from each chapter's results file. Each row "
         "links to the section where its evidence is; the results files hold every number.",
         "",
-        "| claim | verdict here | evidence |",
-        "|---|---|---|",
+        "Beside each verdict, its **control**: the same rule applied to a real run of the same build on "
+        "which it should give the other outcome. A verdict counts only where the two differ.",
+        "",
+        "| claim | verdict here | control (same rule) | evidence |",
+        "|---|---|---|---|",
     ]
     for cid, claim, source, strength, _ in CLAIMS:
-        vs, ev = [], []
+        vs, cs, ev = [], [], []
         for ch, v, ran in verdicts[cid]:
             link = f"[{ch}]({ch}.ipynb)" if ch in known_chapters and ran else f"`{ch}`"
             if not ran:
@@ -240,6 +253,7 @@ def table(build: Path, profile: str, known_chapters, labels: dict | None = None)
                 vs.append(f"no verdict ({link})")
             else:
                 vs.append(f"**{v['verdict']}** ({link})")
+                cs.append(control_cell(v))
                 lab = labels.get((ch, cid))
                 where = f" {{ref}}`→ section <{lab}>`" if lab else ""
                 note = (
@@ -257,6 +271,6 @@ def table(build: Path, profile: str, known_chapters, labels: dict | None = None)
                 )
         lines.append(
             f"| **{cid}** {claim} <br><small>{cited(source)}; {strength}</small> | {'<br>'.join(vs)} | "
-            f"{'<br>'.join(ev) or '–'} |"
+            f"{'<br>'.join(cs) or '–'} | {'<br>'.join(ev) or '–'} |"
         )
     return "\n".join(lines) + "\n"

@@ -66,6 +66,19 @@ def seed_everything(seed: int) -> None:
 PROGRESS_LOG = "progress.log"  # a chapter's progress lines, in its output folder
 
 
+def control_text(ctl: dict | None) -> str:
+    """A verdict's control in one phrase, for the page (glued as ``verdict-<ID>-control``): the same rule's
+    outcome on the control run, and whether the claim's verdict therefore counts."""
+    if not ctl:
+        return "no control in this build: the verdict does not count as evidence"
+    counts = (
+        "the outcomes differ, so the verdict counts"
+        if ctl["counts"]
+        else "the same outcome, so the verdict does not count as evidence here"
+    )
+    return f"**{ctl['verdict']}** on its control ({ctl['on']}): {counts}"
+
+
 class Chapter:
     """A running chapter: validated parameters ``p``, ``device``, output folder ``out``, results."""
 
@@ -124,6 +137,9 @@ class Chapter:
             )
         else:
             self.glue(f"verdict-{claim_id}", v)
+        self.glue(
+            f"verdict-{claim_id}-control", control_text(self.results.verdicts[claim_id].get("control"))
+        )
         return v
 
     def smoke_note(self, claim_id: str) -> str:

@@ -148,20 +148,22 @@ def compare(recorded: dict, now: dict) -> list[Row]:
         if rec.get("kind") in ("floor", "log"):
             rows.append(_compare_kind(name, rec, nv[name]))
             continue
-        rows.append(
-            Row(
-                name,
-                rec["value"],
-                nv[name]["value"],
-                tol,
-                _close(rec["value"], nv[name]["value"], rec["rtol"], rec["atol"]),
-            )
-        )
+        lims = rec.get("limits") or ()
+        ok = _close(rec["value"], nv[name]["value"], rec["rtol"], rec["atol"])
+        if lims:  # a value a rule reads against lines: also on the same side of every one
+            ok = ok and same_side(rec["value"], nv[name]["value"], lims)
+            tol += f", same side of {', '.join(f'{x:g}' for x in lims)}"
+        rows.append(Row(name, rec["value"], nv[name]["value"], tol, ok))
     rd, nd = recorded.get("verdicts", {}), now.get("verdicts", {})
     for cid in list(rd) + [c for c in nd if c not in rd]:
         r = rd.get(cid, {}).get("verdict", "(not recorded)")
         n = nd.get(cid, {}).get("verdict", "(missing)")
         rows.append(Row(f"verdict {cid}", r, n, "equal", r == n))
+        rc, nc = rd.get(cid, {}).get("control"), nd.get(cid, {}).get("control")
+        if rc or nc:  # the same rule on the claim's control: its outcome is part of the evidence
+            a = rc["verdict"] if rc else "(not recorded)"
+            b = nc["verdict"] if nc else "(missing)"
+            rows.append(Row(f"verdict {cid} on its control", a, b, "equal", a == b))
     return rows
 
 
@@ -251,6 +253,45 @@ def same_side(a: Any, b: Any, limits) -> bool:
     return True
 
 
+def margin_abs(v: Any, limits) -> list[float]:
+    """Per numeric leaf of ``v``, its distance to the nearest line in ``limits`` (inf without lines)."""
+    out = []
+    for _, x in _leaves(v):
+        if _is_num(x) and math.isfinite(float(x)):
+            out.append(min((abs(float(x) - float(lim)) for lim in limits or ()), default=math.inf))
+    return out
+
+
+def cap_at_lines(entry: dict, measured_abs: float) -> tuple[dict, str]:
+    """``entry``'s tolerance (rtol, atol) capped so that no leaf's tolerance reaches past its recorded
+    distance to the nearest of its rule's lines (field ``limits``); with ``margin`` (the smallest distance)
+    and ``fragile`` (the largest deviation measured between kernel variants, ``measured_abs``, reaches it).
+    Returns the entry and a sentence for its note."""
+    lims = entry.get("limits") or ()
+    if not lims:
+        return entry, ""
+    out = dict(entry)
+    leaves = [float(x) for _, x in _leaves(entry["value"]) if _is_num(x) and math.isfinite(float(x))]
+    margins = margin_abs(entry["value"], lims)
+    m = min(margins, default=math.inf)
+    out["margin"] = m
+    out["fragile"] = bool(measured_abs >= m)
+    rtol, atol = float(out.get("rtol", 0.0)), float(out.get("atol", 0.0))
+    capped = False
+    if leaves and any(atol + rtol * abs(x) > mi for x, mi in zip(leaves, margins)):
+        capped = True
+        atol = min(atol, m)
+        room = [(mi - atol) / abs(x) for x, mi in zip(leaves, margins) if x != 0]
+        rtol = max(0.0, min([rtol, *room]))
+    out["rtol"], out["atol"] = rtol, atol
+    text = f"margin {m:.3g} to the rule's line(s) {', '.join(f'{x:g}' for x in lims)}"
+    if capped:
+        text = f"capped at its {text}"
+    if out["fragile"]:
+        text += "; FRAGILE: the measured deviation reaches its margin"
+    return out, text
+
+
 def _compare_kind(name: str, rec: dict, now: dict) -> Row:
     """The check of a value of kind ``floor`` or ``log`` (:data:`KINDS`)."""
     if rec["kind"] == "floor":
@@ -271,9 +312,11 @@ def _compare_kind(name: str, rec: dict, now: dict) -> Row:
     return Row(name, rec["value"], now["value"], how, ok)
 
 
-def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
+def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried: dict | None = None) -> dict:
     """The recorded entry of a value of a kind (:data:`KINDS`), its tolerance from the entries of the same
-    value under the other variants (``{variant: entry}``) by that kind's rule."""
+    value under the other variants (``{variant: entry}``) by that kind's rule. ``carried``: the replaced
+    record's entry of the same value measured the same way (:func:`same_measure`), whose tolerance is kept as
+    a floor (it was measured over another host's variants), never past a rule's line."""
     kind, variants = entry["kind"], list(other_entries)
     base = entry.get("note", "").split(" || measured:")[0]
     out = {k: v for k, v in entry.items() if k not in ("spread",)}
@@ -302,7 +345,7 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
             raise RecordError(
                 f"value '{name}' (read in decades) is not a positive number under every variant"
             )
-        tol = max(float(entry["decades"]), SAFETY * d)
+        tol = max(float(entry["decades"]), SAFETY * d, float(carried.get("decades", 0)) if carried else 0.0)
         out.update(rtol=0.0, atol=0.0)
         meas = (
             f"max deviation over {len(variants)} kernel variant(s) ({_names(variants)}): {d:.2g} decades; "
@@ -333,11 +376,28 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict]) -> dict:
                     f"value '{name}' is marked as a count but is not an integer under every variant"
                 )
             moved = max([moved, *(abs(vl[p] - base_l[p]) for p in base_l)])
-        out.update(rtol=0.0, atol=float(max(1, moved)))
+        tol = max(1, moved, int(carried.get("atol", 0)) if carried else 0)
         meas = (
             f"moved by {moved} over {len(variants)} kernel variant(s) ({_names(variants)}); tolerance "
-            f"+-{max(1, moved)} (rule for every count: max(1, measured))"
+            f"+-{tol} (rule for every count: max(1, measured"
+            + (", the replaced record's)" if carried and tol > max(1, moved) else ")")
+            + ")"
         )
+        lims = entry.get("limits") or ()
+        if lims:
+            m = min(margin_abs(entry["value"], lims), default=math.inf)
+            out["margin"] = m
+            out["fragile"] = bool(moved >= m)
+            if tol > max(1, m):  # never past the rule's line by more than the +-1 every count has
+                tol = max(1, math.floor(m))
+                meas += (
+                    f", capped at its margin {m:g} to the rule's line(s) {', '.join(f'{x:g}' for x in lims)}"
+                )
+            else:
+                meas += f"; margin {m:g} to the rule's line(s) {', '.join(f'{x:g}' for x in lims)}"
+            if out["fragile"]:
+                meas += "; FRAGILE: it moved as far as its margin between kernel variants"
+        out.update(rtol=0.0, atol=float(tol))
     out["note"] = (base + " || measured: " + meas).lstrip(" |")
     out["spread"] = {"variants": variants}
     return out
@@ -371,6 +431,22 @@ def kind_violations(doc: dict) -> list[str]:
                 f"{name}: an integer held to atol {e.get('atol', 0):g} with no kind: a count "
                 "(checks.count, +-max(1, measured)) or exact for a stated reason (checks.exact)"
             )
+        if e.get("limits") and e.get("kind") not in ("log", "floor"):
+            margins = margin_abs(e["value"], e["limits"])
+            leaves = [float(x) for _, x in _leaves(e["value"]) if _is_num(x) and math.isfinite(float(x))]
+            if e.get("kind") == "count":
+                if e.get("atol", 0) > 1 and e["atol"] > min(margins, default=math.inf):
+                    bad.append(
+                        f"{name}: a count held to +-{e['atol']:g}, wider than its margin "
+                        f"{min(margins):g} to its rule's line(s)"
+                    )
+            elif any(
+                e.get("atol", 0) + e.get("rtol", 0) * abs(x) > mi * (1 + 1e-9)
+                for x, mi in zip(leaves, margins)
+            ):
+                bad.append(
+                    f"{name}: its tolerance reaches past its margin {min(margins):.3g} to its rule's lines"
+                )
         if e.get("kind") == "log" and not e.get("decades", 0) > 0:
             bad.append(f"{name}: read in decades, with decades {e.get('decades')!r}")
         if e.get("kind") == "log" and e.get("limits"):
@@ -565,7 +641,24 @@ def _names(variants: list[str]) -> str:
     return ", ".join("the record replaced (another host or run)" if v == RECORDED else v for v in variants)
 
 
-def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
+def same_measure(a: dict, b: dict) -> bool:
+    """Whether two recorded entries of one name measure the same thing the same way: the same kind, note
+    (before its measured part), lines and ``of``, and the same shape (the same leaf paths). Only such an
+    entry of the record being replaced (:data:`RECORDED`) widens a new one."""
+
+    def words(e: dict) -> str:
+        return str(e.get("note", "")).split(" || measured:")[0]
+
+    return (
+        a.get("kind") == b.get("kind")
+        and words(a) == words(b)
+        and a.get("limits") == b.get("limits")
+        and a.get("of") == b.get("of")
+        and [p for p, _ in _leaves(a.get("value"))] == [p for p, _ in _leaves(b.get("value"))]
+    )
+
+
+def derive_tolerance(entry: dict, others: list, variants: list[str], carried: dict | None = None) -> dict:
     """The recorded entry (value, rtol, atol, note) with its tolerance chosen from the measured spread.
 
     Rule: rtol = max(the chapter's own rtol, SAFETY x the largest relative deviation, MIN_RTOL for a
@@ -610,6 +703,10 @@ def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
         own_a = max(own_a, SAFETY * s["abs"])
         rtol = own_r  # by that count only: a relative widening on top let 7 events (avx2: 8) pass as 0 or 15
     atol = max(own_a, FLOOR_ATOL, SAFETY * s["floor_abs"]) if s["floor"] else own_a
+    if carried and not carried.get(
+        "unchecked"
+    ):  # the replaced record's tolerance, from another host's spread
+        rtol, atol = max(rtol, float(carried.get("rtol", 0.0))), max(atol, float(carried.get("atol", 0.0)))
     base = entry.get("note", "").split(" || measured:")[0]
     meas = (
         f"max deviation over {len(others)} kernel variant(s) ({_names(variants)}): "
@@ -619,13 +716,20 @@ def derive_tolerance(entry: dict, others: list, variants: list[str]) -> dict:
         meas += f"; leaves below {FLOOR:g} are a round-off floor, checked with atol {FLOOR_ATOL:g}"
     meas += f"; tolerance rtol {rtol:.2g} atol {atol:.2g} (rule: max(own, {SAFETY:g} x measured"
     meas += f", {MIN_RTOL:g}))" if not exact_int and numeric else ", exact when nothing moved)"
-    return {
+    if carried and not carried.get("unchecked"):
+        meas += ", at least the replaced record's"
+    out = {
         "value": v,
         "rtol": rtol,
         "atol": atol,
-        "note": (base + " || measured: " + meas).lstrip(" |"),
         "spread": {"rel": s["rel"], "abs": s["abs"], "variants": variants},
     }
+    if entry.get("limits"):
+        out["limits"] = entry["limits"]
+        out, text = cap_at_lines(out, s["abs"])
+        meas += f"; {text}"
+    out["note"] = (base + " || measured: " + meas).lstrip(" |")
+    return out
 
 
 RECORDED = "recorded"  # the variant name of the record being replaced (rcbook record --with-recorded)
@@ -651,42 +755,59 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
             )
     for cid, v in doc.get("verdicts", {}).items():
         for n, d in variant_docs.items():
-            other = d.get("verdicts", {}).get(cid, {}).get("verdict")
+            ov = d.get("verdicts", {}).get(cid, {})
+            if n == RECORDED and ov.get("rule") != v.get("rule"):
+                continue  # the replaced record was decided by another rule: no spread of this one
+            other = ov.get("verdict")
             if other != v["verdict"]:
                 raise RecordError(
                     f"verdict {cid} of chapter '{doc['chapter']}' is '{v['verdict']}' here but "
                     f"'{other}' under kernel variant '{n}': the rule does not survive a change of "
                     "floating-point kernels"
                 )
+            if n != RECORDED and v.get("control"):
+                oc = (ov.get("control") or {}).get("verdict")
+                if oc != v["control"]["verdict"]:
+                    raise RecordError(
+                        f"verdict {cid} of chapter '{doc['chapter']}': its control gives "
+                        f"'{v['control']['verdict']}' here but '{oc}' under kernel variant '{n}': the "
+                        "control does not survive a change of floating-point kernels"
+                    )
     out = dict(doc)
     out["values"] = {}
     for name, entry in doc["values"].items():
+        rec = variant_docs.get(RECORDED, {}).get("values", {}).get(name)
+        carried = rec if rec is not None and same_measure(entry, rec) else None
         if entry.get("kind") in KINDS:
             oth = {}
             for n, d in variant_docs.items():
-                if name in d.get("values", {}):
+                if n == RECORDED:
+                    if carried is not None:
+                        oth[n] = d["values"][name]
+                elif name in d.get("values", {}):
                     oth[n] = d["values"][name]
-                elif n != RECORDED:
+                else:
                     raise RecordError(
                         f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
                     )
             try:
-                out["values"][name] = derive_kind(name, entry, oth)
+                out["values"][name] = derive_kind(name, entry, oth, carried)
             except RecordError as e:
                 raise RecordError(f"chapter '{doc['chapter']}': {e}") from None
             continue
         others, used = [], []
         for n, d in variant_docs.items():
-            if name not in d.get("values", {}):
-                if n == RECORDED:
-                    continue
+            if n == RECORDED:
+                if carried is None:
+                    continue  # new since, or measured another way: its spread comes from the variants alone
+            elif name not in d.get("values", {}):
                 raise RecordError(
                     f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
                 )
             others.append(d["values"][name]["value"])
             used.append(n)
         try:
-            out["values"][name] = derive_tolerance(entry, others, used)
+            out["values"][name] = derive_tolerance(entry, others, used, carried)
         except RecordError as e:
             raise RecordError(f"chapter '{doc['chapter']}', value '{name}': {e}") from None
     out["tolerance_rule"] = (

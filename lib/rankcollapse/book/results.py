@@ -61,12 +61,16 @@ class Results:
         """Record the verdict on a claim, the rule that decided it and the deciding numbers."""
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
-        self.verdicts[claim_id] = {
+        entry = {
             "verdict": verdict,
             "claim": claim,
             "rule": rule,
             "evidence": _plain(evidence),
         }
+        ctl = control_entry(claim_id, verdict, entry["evidence"].get("control"))
+        if ctl is not None:
+            entry["control"] = ctl
+        self.verdicts[claim_id] = entry
         return verdict
 
     def document(self, wall_time_s: float) -> dict:
@@ -85,6 +89,25 @@ class Results:
         tmp.write_text(json.dumps(self.document(wall_time_s), indent=1, sort_keys=False) + "\n")
         os.replace(tmp, path)
         return path
+
+
+def control_entry(claim_id: str, verdict: str, ctl: Any) -> dict | None:
+    """The control of a verdict, from its evidence's ``control`` (``{"on": which run, "verdict": the same
+    rule's outcome on it, "reason": the rule's reason there}``), with ``counts``: whether the claim's verdict
+    counts as evidence, that is, whether the same rule gave another outcome on the control. ``None`` when the
+    judge named no control."""
+    if ctl is None:
+        return None
+    if not isinstance(ctl, dict) or not {"on", "verdict"} <= set(ctl):
+        raise ValueError(f"verdict {claim_id}: a control needs 'on' and 'verdict', not {ctl!r}")
+    if ctl["verdict"] not in VERDICTS:
+        raise ValueError(f"verdict {claim_id}: the control's verdict must be one of {VERDICTS}")
+    return {
+        "on": str(ctl["on"]),
+        "verdict": ctl["verdict"],
+        "reason": str(ctl.get("reason", "")),
+        "counts": ctl["verdict"] != verdict and "not run" not in (verdict, ctl["verdict"]),
+    }
 
 
 def load(path: Path) -> dict:
