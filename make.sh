@@ -6,7 +6,8 @@
 #   bash make.sh record smoke|full [CHAPTER...]
 #                       re-record data/expected/<profile>/ after a deliberate change: every chapter under the
 #                       native kernels and under every variant of kernels.SPREAD (avx2, scalar and the
-#                       mixes zen4, aten-avx2), tolerances from their spread
+#                       mixes zen4, aten-avx2), tolerances from their spread; WITH_RECORDED=1 keeps the
+#                       replaced record (another host's spread) as one more variant
 #   bash make.sh paper  on a CUDA machine: every chapter at the paper profile, recorded in data/expected/paper/
 #   bash make.sh setup  only the set-up
 #   bash make.sh lock   regenerate requirements.lock from pyproject.toml (pip-tools)
@@ -117,7 +118,9 @@ print(second_pass(torch.backends.cpu.get_cpu_capability(), int(head, 16)))")}
         for c in "${chapters[@]}"; do "$VENV/bin/rcbook" run "$c" --profile "$prof" --kernels "$k"; done
       fi
     done
-    "$VENV/bin/rcbook" record --profile "$prof" --spread "${spread// /,}" "${chapters[@]}"
+    # WITH_RECORDED=1: the record being replaced (another host's spread) widens what it measured the same way
+    "$VENV/bin/rcbook" record --profile "$prof" --spread "${spread// /,}" ${WITH_RECORDED:+--with-recorded} \
+      "${chapters[@]}"
     ;;
   paper)
     setup
