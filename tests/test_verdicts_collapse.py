@@ -167,3 +167,53 @@ def test_curves_rows_at_a_tiny_size():
     s = experiments.curves_summary(rows)
     ev = verdicts.c1_evidence(s, {"n_certified_runs": 0, "n_certified_runs_collapsed": 0})
     assert verdicts.verdict_c1(ev)[0] in ("supported", "refuted", "inconclusive")
+
+
+class _Ch:  # what a judge needs of a Chapter: glue and verdict
+    def __init__(self):
+        self.glued, self.verdicts = {}, {}
+
+    def glue(self, name, v):
+        self.glued[name] = v
+
+    def verdict(self, cid, v, *, claim, rule, evidence):
+        self.verdicts[cid] = {"verdict": v, "evidence": evidence}
+        return v
+
+
+def test_skip_control_is_judged_by_the_same_rule_and_recorded_beside_c1():
+    kw = dict(log=lambda m: None)
+    args = (8, 4, [8], [1], [0.5, 1.0], 1, True, 100.0, 1e-3, 0, "cpu", 2, [1.0, 0.01])
+    rows = experiments.curves(*args, **kw)
+    ctl = experiments.skip_control(*args, **kw)
+    assert len(ctl) == len(rows)
+    cs = experiments.skip_control_summary(ctl)
+    cev = verdicts.c1_control_evidence(cs)
+    for k in ("exponent_decaying_median", "kappa_median", "certified", "certified_not_collapsed"):
+        assert k in cev
+    ch = _Ch()
+    summ = experiments.curves_summary(rows)
+    verdicts.judge_c1(ch, summ, {"n_certified_runs": 0, "n_certified_runs_collapsed": 0}, cs)
+    c = ch.verdicts["C1"]["evidence"]["control"]
+    assert set(c) >= {"on", "verdict", "reason"} and "skip" in c["on"]
+    assert (c["verdict"], c["reason"]) == verdicts.verdict_c1(cev)
+    assert ch.glued["c1_control_verdict"] == c["verdict"]
+
+
+def test_certified_skip_runs_that_keep_their_rank_refute():
+    cs = {
+        "exponent_decaying_median": 1.1,
+        "decaying_fits": 4,
+        "decaying_scales": [0.5],
+        "kappa_median": 10.0,
+        "certified_drawn": 2,
+        "certified_drawn_collapsed": 0,
+        "certified_scaled": 10,
+        "certified_scaled_collapsed": 3,
+        "runs": 12,
+        "collapsed": 0,
+        "scaled_r_kept_median": 0.5,
+    }
+    ev = verdicts.c1_control_evidence(cs)
+    assert ev["certified"] == 12 and ev["certified_not_collapsed"] == 9
+    assert verdicts.verdict_c1(ev)[0] == "refuted"

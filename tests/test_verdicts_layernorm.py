@@ -66,3 +66,35 @@ def test_c4_more_edges():
 def test_ln2_too_few_inputs():
     ev = {"tested": 10, "counterexamples": [], "min_tested": 100, "min_gap_decades": 6.0}
     assert verdicts.verdict_ln2(ev)[0] == "inconclusive"
+
+
+def test_c4_refutation_says_where_it_holds():
+    v, reason = verdicts.verdict_c4(CASES["C4"]["refuted"])
+    assert v == "refuted"
+    assert reason.startswith("LN plays a role at a fixed beta budget with constructed or searched weights")
+    assert "not at random initialisation, where it plays none" in reason
+
+
+def test_c4_control_is_the_search_before_it_starts():
+    attack = [
+        _row("constructed, c = 0.25", 17, 4),
+        _row("searched with LN, start 1", 17, 5)
+        | {"start_delta": 0, "start_depth_ln": 3, "start_depth_plain": 3},
+    ]
+    ev = _c4(_CALM, attack)
+    assert verdicts.verdict_c4(ev)[0] == "refuted"
+    cev = verdicts.c4_control_evidence(ev)
+    assert [r["delta"] for r in cev["attack"]] == [0]
+    v, reason = verdicts.verdict_c4(cev)
+    assert v == "supported" and "starting points" in reason
+
+
+def test_ln2_control_with_fewer_tokens_than_features_supports():
+    from rankcollapse.chapters.layernorm.experiments import ln2_control
+
+    ctl = ln2_control(6, 12, 0, trials=100)
+    assert ctl["n"] == 6 and ctl["tested"] == 100 and ctl["counterexamples"] == []
+    v, reason = verdicts.verdict_ln2(ctl)
+    assert v == "supported" and "n = 6 < d = 12" in reason
+    # with as many tokens as features or more, the rule's control uses d // 2 tokens
+    assert ln2_control(12, 12, 0, trials=3)["n"] == 6

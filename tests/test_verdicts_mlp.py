@@ -105,3 +105,92 @@ def test_residual_sensitivity_of_known_maps():
         lambda Z: Z.mean(dim=-2, keepdim=True).expand_as(Z), X, n_dirs=3, seed=1
     )
     assert math.isnan(u["res"]) or u["res"] > 1e6
+
+
+class _Ch:  # what a judge needs of a Chapter: glue and verdict
+    def __init__(self):
+        self.glued, self.verdicts = {}, {}
+
+    def glue(self, name, v):
+        self.glued[name] = v
+
+    def verdict(self, cid, v, *, claim, rule, evidence):
+        self.verdicts[cid] = {"verdict": v, "evidence": evidence}
+        return v
+
+
+def _p():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        weight_scales=[1.0, 2.0], n_layers=12, d_model=32, n_heads=2, q3_layers=2, c3_control_layers=3
+    )
+
+
+def test_c3_reads_only_its_scales_and_says_where():
+    ev = CASES["C3"]["supported"] | {"where": "at random initialisation, 12 layers", "reason": "x"}
+    v, reason = verdicts.verdict_c3(ev | {"control": {"verdict": "refuted"}})
+    assert v == "supported" and reason.endswith("at random initialisation, 12 layers)")
+
+
+def test_judge_c3_decides_its_control_by_the_same_rule():
+    slow = {1.0: {"rise": 2.0, "fall_after_peak": 1.0, "A": [-10.0, -9.0], "peak_scale": 4, "rho_all": 0.5}}
+    qslow = {"rise": 3.8, "fall_after_peak": 0.0, "A": [-4.2, -0.3], "peak_scale": 64, "rho_all": 1.0}
+    ch = _Ch()
+    assert verdicts.judge_c3(ch, slow, qslow, _p()) == "inconclusive"
+    c = ch.verdicts["C3"]["evidence"]["control"]
+    assert c["verdict"] == "supported" and "3 layers" in c["reason"] and "3 layers" in c["on"]
+    assert "random initialisation" in ch.verdicts["C3"]["evidence"]["reason"]
+
+
+def test_q3_control_is_the_identity_attention_network_and_reasons_say_where():
+    fam = {
+        "min_r_L": 1e-3,
+        "gain": 3.0,
+        "price": 1.0,
+        "min_r_L_control": 0.5,
+        "gain_control": 0.2,
+        "rise_S_control": 0.0,
+    }
+    ev = {"families": {"shallow": fam, "skip": fam | {"gain": -0.2, "price": -2.0}}}
+    ch = _Ch()
+    assert verdicts.judge_q3(ch, ev, _p()) == "supported"
+    e = ch.verdicts["Q3"]["evidence"]
+    assert "random initialisation" in e["reason"] and "2 layers" in e["reason"]
+    c = e["control"]
+    assert c["verdict"] == "inconclusive" and "identity" in c["on"]
+    assert c["evidence"]["families"]["shallow"] == {"min_r_L": 0.5, "gain": 0.2, "price": 0.0}
+
+
+def test_the_guarantee_takes_the_largest_factor_over_layers():
+    layers = [
+        {"layer": 1, "factor": 0.01},
+        {"layer": 2, "factor": 5.0},
+        {"layer": 3, "factor": 1e9},  # its input is at round-off: gamma there is noise
+        {"layer": 4, "factor": None},
+    ]
+    r = [1.0, 0.5, 1e-9, 1e-14, 1e-15]
+    assert experiments.max_factor(layers, r) == 5.0
+    assert experiments.max_factor([], r) is None
+
+
+def test_c3_control_slowing_at_a_tiny_size():
+    from types import SimpleNamespace
+
+    p = SimpleNamespace(
+        mlp_ratio=2,
+        d_model=8,
+        n_heads=2,
+        n_tokens=6,
+        weight_scales=[1.0],
+        c3_control_layers=2,
+        mlp_scales=[0.25, 1.0, 4.0],
+        q3_seeds=2,
+        seed=0,
+    )
+    rows = experiments.c3_control(p, "cpu", log=lambda m: None)
+    assert len(rows) == 6
+    q = experiments.q3_slowing(rows)
+    assert len(q["A"]) == 3 and q["rise"] >= 0 and q["fall_after_peak"] >= 0
+    ev = verdicts.c3_control_evidence(q, 1.0, "here")
+    assert verdicts.verdict_c3(ev)[0] in ("supported", "refuted", "inconclusive")

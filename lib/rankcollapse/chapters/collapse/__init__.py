@@ -7,7 +7,7 @@ table (:mod:`.report`), the figures (:mod:`.figures`) and the verdict C1 with it
 from __future__ import annotations
 
 from ...book.params import Param, Schema, require_distinct, require_divisible
-from .experiments import _check_heads, bound_rows, curves, phase_diagram
+from .experiments import _check_heads, bound_rows, curves, phase_diagram, skip_control
 from .figures import fig_bound, fig_curves, fig_exponent, fig_floor, fig_phase
 from .report import (
     record_bound,
@@ -15,6 +15,7 @@ from .report import (
     record_exponents,
     record_floor,
     record_phase,
+    record_skip_control,
     table_bound_by_scale,
 )
 from .verdicts import RULE_C1, VERDICTS, judge_c1
@@ -32,11 +33,13 @@ __all__ = [
     "fig_phase",
     "judge_c1",
     "phase_diagram",
+    "skip_control",
     "record_bound",
     "record_curves",
     "record_exponents",
     "record_floor",
     "record_phase",
+    "record_skip_control",
     "table_bound_by_scale",
     "validate",
 ]

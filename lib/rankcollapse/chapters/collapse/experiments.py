@@ -454,3 +454,112 @@ def phase_diagram(
         "max_beta_factor_collapsed": max(coll_f) if coll_f else None,
         "n_collapsed_beta_factor_ge1": sum(f >= 1 for f in coll_f),
     }
+
+
+def skip_control(
+    n,
+    L,
+    widths,
+    heads,
+    scales,
+    seeds,
+    bias,
+    floor_mult,
+    collapse_tol,
+    seed,
+    device,
+    fit_inputs=4,
+    fit_scales=(1.0, 0.1, 0.01),
+    log=print,
+) -> list[dict]:
+    """C1's control: the curves' networks (the same weights, the same held-out and calibration inputs) with
+    a skip connection around every attention layer, ``X <- X + SA(X)``, float64. Per run, what C1's rule
+    reads, computed as for the curves (:func:`curves`): the decaying-segment exponent, kappa (the a-priori
+    gamma of the attention sublayer on the layer's input), collapse, and the certificate of Theorem 2.2
+    with gamma* fitted on calibration inputs and beta_max from the weights, on the input as drawn and, where
+    it is not certified, scaled to half the largest certified input scale. The theorem is for networks
+    without skips; a certified skip network that does not collapse is what the rule must read as a
+    refutation, which is what makes it a control."""
+    _check_heads(widths, heads)
+    floor = float_floor(torch.float64, floor_mult)
+    out = []
+    for d in widths:
+        for H in heads:
+            for s in scales:
+                for i in range(seeds):
+                    cfg = SANConfig(L, H, d, bias=bias, weight_scale=s, skip=True)
+                    san, X = _run(cfg, n, seed + 1000 * i, torch.float64, device)
+                    tr = trajectory_attention(san, X)
+                    hs, atts = tr.pop("_hidden"), tr.pop("_attention")
+                    res, r = tr["res"], tr["r"]
+                    fa = floor_index(r, floor)
+                    top = fa if fa is not None else len(res)
+                    trusted = []
+                    for l in range(min(top, L + 1) - 1):
+                        if r[l] <= gamma_trust(floor):
+                            continue
+                        g = B.attention_gamma(hs[l], san.WQ[l], san.WK[l], san.head_maps(l), atts[l])
+                        gam = float(g["gamma"])
+                        if math.isfinite(gam):
+                            trusted.append({"layer": l + 1, "res_in": float(g["res_in"]), "gamma": gam})
+                    fit_dec = exponent_fit_decaying(res, fa)
+                    cal = calibrate(san, n, d, seed + 1000 * i, fit_inputs, fit_scales, floor, device)
+                    beta_max = max(B.beta(san, l) for l in range(L))
+                    cert = certify(cal["gamma"], beta_max, H, cfg.dqk, res[0])
+                    row = {
+                        "d": d,
+                        "H": H,
+                        "scale": s,
+                        "seed": i,
+                        "r_L": r[-1],
+                        "collapsed": r[-1] <= collapse_tol,
+                        "exponent": fit_dec["slope"],
+                        "kappa": gamma_slope(trusted, fit_dec["segment"]),
+                        "growth": geometric_factor(res, fa),
+                        "certified": cert["certified"],
+                        "scaled": None,
+                    }
+                    if not cert["certified"] and math.isfinite(cert["margin"]):
+                        c = 10.0 ** (cert["log10_input_scale"]) / 2.0
+                        trs = trajectory_attention(san, c * X)
+                        trs.pop("_hidden"), trs.pop("_attention")
+                        row["scaled"] = {
+                            "input_scale": c,
+                            "collapsed": trs["r"][-1] <= collapse_tol,
+                            "r_L": trs["r"][-1],
+                            "r_0": trs["r"][0],
+                        }
+                    out.append(row)
+            log(f"skip control d={d} H={H} done")
+    return out
+
+
+def skip_control_summary(ctl: list[dict]) -> dict:
+    """Over :func:`skip_control`'s runs, the evidence keys of C1's rule (as :func:`curves_summary` gives
+    them for the curves): the median decaying-segment exponent and kappa, the scales where most runs have
+    a decaying segment, and the certified runs (as drawn and scaled) and how many of them collapse; also
+    the collapsed runs and the median r(X_L) of the scaled runs over their r(X_0) (1: the skip keeps the
+    rank)."""
+    scales = sorted({r["scale"] for r in ctl})
+    dec = [
+        s
+        for s in scales
+        if 2 * sum(r["exponent"] is not None for r in ctl if r["scale"] == s)
+        > sum(r["scale"] == s for r in ctl)
+    ]
+    scaled = [r["scaled"] for r in ctl if r["scaled"] is not None]
+    cert = [r for r in ctl if r["certified"]]
+    kept = [sc["r_L"] / sc["r_0"] for sc in scaled if sc["r_0"] > 0]
+    return {
+        "runs": len(ctl),
+        "collapsed": sum(r["collapsed"] for r in ctl),
+        "exponent_decaying_median": _med([r["exponent"] for r in ctl]),
+        "decaying_fits": sum(r["exponent"] is not None for r in ctl),
+        "decaying_scales": [float(s) for s in dec],
+        "kappa_median": _med([r["kappa"] for r in ctl]),
+        "certified_drawn": len(cert),
+        "certified_drawn_collapsed": sum(r["collapsed"] for r in cert),
+        "certified_scaled": len(scaled),
+        "certified_scaled_collapsed": sum(sc["collapsed"] for sc in scaled),
+        "scaled_r_kept_median": _med(kept),
+    }

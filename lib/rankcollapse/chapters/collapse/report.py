@@ -8,7 +8,14 @@ import math
 
 from ...book import checks
 from ...core.trajectory import float_floor
-from .experiments import DTYPES, by_scale, curves_summary, depth_to_floor, float_plateaus
+from .experiments import (
+    DTYPES,
+    by_scale,
+    curves_summary,
+    depth_to_floor,
+    float_plateaus,
+    skip_control_summary,
+)
 
 
 def _list(values, fmt: str) -> str:
@@ -254,3 +261,37 @@ def _censored_list(per_dqk: dict, key: str, censored: str, missing: str = "—")
         missing if v[key] is None else ("≥ " if v[censored] else "") + format(v[key], ".3g")
         for v in per_dqk.values()
     )
+
+
+def record_skip_control(ch, ctl: list[dict]) -> dict:
+    """Record C1's control (the curves' networks with skips, :func:`skip_control`): its runs, collapsed
+    runs, decaying-segment exponent and kappa (medians), certified runs (as drawn and scaled) and how many
+    of them collapse, and the median share of r kept by the scaled runs; glue them for the prose. Returns
+    :func:`skip_control_summary` (C1's judge reads it)."""
+    cs = skip_control_summary(ctl)
+    checks.exact(ch, "ctl_runs", cs["runs"], why="the parameters set it (the curves' configurations)")
+    ch.value("ctl_collapsed", cs["collapsed"], atol=0, note="count of skip runs with r(X_L) <= collapse_tol")
+    ch.value("ctl_decaying_fits", cs["decaying_fits"], atol=1, note="count")
+    for k in ("exponent_decaying_median", "kappa_median"):
+        if cs[k] is not None:
+            ch.value(f"ctl_{k}", cs[k], atol=0.02, note="median of per-run log-log slopes")
+        else:
+            ch.glue(f"ctl_{k}", math.nan)
+    ch.value("ctl_certified_drawn", cs["certified_drawn"], atol=0, note="count")
+    ch.value("ctl_certified_scaled", cs["certified_scaled"], atol=0, note="count")
+    ch.value(
+        "ctl_certified_collapsed",
+        cs["certified_drawn_collapsed"] + cs["certified_scaled_collapsed"],
+        atol=0,
+        note="count; the skip keeps the residual far above collapse_tol",
+    )
+    if cs["scaled_r_kept_median"] is not None:
+        ch.value(
+            "ctl_scaled_r_kept_median",
+            cs["scaled_r_kept_median"],
+            rtol=0.02,
+            note="r(X_L) / r(X_0) of the scaled skip runs, median",
+        )
+    else:
+        ch.glue("ctl_scaled_r_kept_median", math.nan)
+    return cs

@@ -114,17 +114,51 @@ def c1_evidence(summ: dict, ph: dict) -> dict:
     }
 
 
-def judge_c1(ch, summ: dict, ph: dict) -> str:
-    """Build C1's evidence (:func:`c1_evidence`), decide it (:func:`verdict_c1`) and record it; glue the old
-    rule's verdict on the same runs as ``old_rule_verdict``. Returns the verdict."""
+def c1_control_evidence(cs: dict) -> dict:
+    """The evidence dict of :func:`verdict_c1` on C1's control, from
+    :func:`rankcollapse.chapters.collapse.experiments.skip_control_summary`: the curves' networks with a
+    skip connection around every attention layer (no phase diagram)."""
+    nc = cs["certified_drawn"] + cs["certified_scaled"]
+    ok = cs["certified_drawn_collapsed"] + cs["certified_scaled_collapsed"]
+    return {
+        "exponent_decaying_median": cs["exponent_decaying_median"],
+        "decaying_fits": cs["decaying_fits"],
+        "decaying_scales": cs["decaying_scales"],
+        "kappa_median": cs["kappa_median"],
+        "certified": nc,
+        "certified_not_collapsed": nc - ok,
+        "runs": cs["runs"],
+        "collapsed": cs["collapsed"],
+        "scaled_r_kept_median": cs["scaled_r_kept_median"],
+    }
+
+
+CONTROL_C1 = (
+    "the curves' networks (same weights, same held-out and calibration inputs) with a skip connection "
+    "around every attention layer, X <- X + SA(X), at random initialisation"
+)
+
+
+def judge_c1(ch, summ: dict, ph: dict, ctl: dict) -> str:
+    """Build C1's evidence (:func:`c1_evidence`), decide it (:func:`verdict_c1`) and record it beside its
+    control: the same rule on the skip networks of ``ctl``
+    (:func:`rankcollapse.chapters.collapse.experiments.skip_control_summary`, evidence
+    :func:`c1_control_evidence`), under ``evidence["control"]``. Glue the old rule's verdict on the same
+    runs as ``old_rule_verdict``, the control's verdict and reason as ``c1_control_verdict`` and
+    ``c1_control_reason``. Returns the verdict."""
     ev = c1_evidence(summ, ph)
     v, reason = verdict_c1(ev)
+    cev = c1_control_evidence(ctl)
+    cv, creason = verdict_c1(cev)
     ch.glue("old_rule_verdict", ev["old_rule_verdict"])
     ch.glue("verdict_reason", reason)
+    ch.glue("c1_control_verdict", cv)
+    ch.glue("c1_control_reason", creason)
+    control = {"on": CONTROL_C1, "verdict": cv, "reason": creason, "evidence": cev}
     return ch.verdict(
         "C1",
         v,
         claim="pure SANs lose rank doubly exponentially (cubic rate per layer)",
         rule=RULE_C1,
-        evidence=ev | {"reason": reason},
+        evidence=ev | {"reason": reason, "control": control},
     )

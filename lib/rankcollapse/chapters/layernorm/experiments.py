@@ -241,3 +241,41 @@ def affine_random_example(d: int, seed: int) -> dict:
         "after": lnm.affine_rank(Y),
         "rank_gap_decades": min(lnm.rank_gap_decades(X), lnm.rank_gap_decades(Y)),
     }
+
+
+def ln2_control(n: int, d: int, seed: int, trials: int = 100, min_gap: float = 6.0) -> dict:
+    """LN2's control: ``trials`` Gaussian inputs with fewer tokens than features (``n`` tokens, or ``d // 2``
+    when ``n >= d - 1``), where a generic token set keeps its affine rank under LN (at most ``d - 1``
+    dimensions fit in the centred hyperplane). The evidence dict of
+    :func:`rankcollapse.chapters.layernorm.verdicts.verdict_ln2`: the inputs checked (LN defined, eps 0),
+    every affine-rank change found (before, after, how clearly both ranks are determined), and the rule's
+    ``min_tested`` (= ``trials``) and ``min_gap_decades``."""
+    nn = n if n < d - 1 else max(2, d // 2)
+    g = torch.Generator(device="cpu").manual_seed(int(seed) + 17)
+    tested, cex = 0, []
+    for i in range(trials):
+        X = torch.randn(nn, d, generator=g, dtype=torch.float64)
+        if not lnm.ln_defined(X):
+            continue
+        tested += 1
+        Y = lnm.layer_norm(X)
+        a, b = lnm.affine_rank(X), lnm.affine_rank(Y)
+        if a != b:
+            cex.append(
+                {
+                    "source": f"random Gaussian {nn}x{d}, draw {i + 1}",
+                    "before": a,
+                    "after": b,
+                    "rank_gap_decades": min(lnm.rank_gap_decades(X), lnm.rank_gap_decades(Y)),
+                }
+            )
+    return {
+        "tested": tested,
+        "counterexamples": cex,
+        "min_tested": trials,
+        "min_gap_decades": min_gap,
+        "n": nn,
+        "d": d,
+        "where": "LN with eps 0; random Gaussian inputs with fewer tokens than features, "
+        f"n = {nn} < d = {d}",
+    }

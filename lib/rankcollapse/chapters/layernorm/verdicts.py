@@ -6,7 +6,7 @@ which build each claim's evidence from the experiments and record the verdict.
 
 from __future__ import annotations
 
-from .experiments import affine_random_example, random_inputs_checked
+from .experiments import affine_random_example, ln2_control, random_inputs_checked
 
 
 def fmt_matrix(M) -> str:
@@ -80,7 +80,12 @@ def verdict_c4(ev: dict) -> tuple[str, str]:
 
     def describe(name):
         reg, rows = parts[name]
-        where = "at random init" if name == "random" else f"under the adversary (beta_h = {ev['beta']:g})"
+        where = (
+            "at random init"
+            if name == "random"
+            else f"under the adversary (every head at a fixed budget beta_h = {ev['beta']:g}, "
+            f"{ev.get('attack_weights', 'constructed or searched weights')}, no bias, post-LN)"
+        )
         if reg == "not run":
             return f"{where} nothing was run"
         up = max(rows, key=lambda r: r["delta"])
@@ -96,12 +101,42 @@ def verdict_c4(ev: dict) -> tuple[str, str]:
     regs = {k: v[0] for k, v in parts.items()}
     text = describe("attack") + "; " + describe("random")
     if "role" in regs.values():
+        if regs["random"] != "role":
+            at_random = {"none": "where it plays none", "undecided": "where it is undecided"}
+            text = (
+                f"LN plays a role at a fixed beta budget with "
+                f"{ev.get('attack_weights', 'constructed or searched weights')}, not at random "
+                f"initialisation, {at_random.get(regs['random'], 'where nothing was run')}: " + text
+            )
         return "refuted", text
     if regs["random"] == "none" and regs["attack"] == "none" and reachable:
         return "supported", text
     if not reachable:
         text += f"; the horizon of {L} layers cannot show a change of more than {ROLE_MARGIN} layers"
     return "inconclusive", text
+
+
+def c4_control_evidence(ev: dict) -> dict:
+    """C4's control evidence: :func:`verdict_c4`'s evidence ``ev`` with the adversary's settings replaced
+    by the search's random starting points on the same budget (before any step of the search), each run
+    with and without LN as the searched weights are; the random-init regime as it is."""
+    starts = [
+        {
+            "label": f"{r['label']}, before the search",
+            "delta": r["start_delta"],
+            "depth_ln": r["start_depth_ln"],
+            "depth_plain": r["start_depth_plain"],
+        }
+        for r in ev["attack"]
+        if "start_delta" in r
+    ]
+    return {
+        "horizon": ev["horizon"],
+        "beta": ev["beta"],
+        "random": ev["random"],
+        "attack": starts,
+        "attack_weights": "random weights on the budget (the search's starting points)",
+    }
 
 
 def judge_c4(ch, diffs: list[dict], attack_rows: list[dict], at: dict, rw: dict) -> str:
@@ -122,7 +157,18 @@ def judge_c4(ch, diffs: list[dict], attack_rows: list[dict], at: dict, rw: dict)
         "rewrite_err_correct": rw["err_correct"],
     }
     v, reason = verdict_c4(evidence)
+    cev = c4_control_evidence(evidence)
+    cv, creason = verdict_c4(cev)
     ch.glue("c4_reason", reason)
+    ch.glue("c4_control_verdict", cv)
+    ch.glue("c4_control_reason", creason)
+    evidence["control"] = {
+        "on": "the adversary's random starting points on the same beta budget, before the search (with "
+        "the same random-init networks)",
+        "verdict": cv,
+        "reason": creason,
+        "evidence": cev,
+    }
     ch.glue("c4_old_verdict", old_verdict_c4(diffs))
     ch.glue("role_margin", ROLE_MARGIN)
     ch.glue("none_margin", NONE_MARGIN)
@@ -145,6 +191,7 @@ def verdict_ln2(ev: dict) -> tuple[str, str]:
 
     ``ev``: ``tested`` (inputs on which LN is defined that were checked), ``counterexamples`` (dicts with
     ``source``, ``before``, ``after``, ``rank_gap_decades``), ``min_tested``, ``min_gap_decades``."""
+    where = f" ({ev['where']})" if ev.get("where") else ""
     clear = [
         c
         for c in ev["counterexamples"]
@@ -155,14 +202,14 @@ def verdict_ln2(ev: dict) -> tuple[str, str]:
         return "refuted", (
             f"{len(clear)} clear affine-rank changes among {ev['tested']} inputs checked, e.g. "
             f"{c['source']}: affine rank {c['before']} before LN, {c['after']} after "
-            f"(rank gap {c['rank_gap_decades']:.1f} decades)"
+            f"(rank gap {c['rank_gap_decades']:.1f} decades){where}"
         )
     if ev["tested"] >= ev["min_tested"] and not ev["counterexamples"]:
-        return "supported", f"no affine-rank change among {ev['tested']} inputs checked"
+        return "supported", f"no affine-rank change among {ev['tested']} inputs checked{where}"
     return "inconclusive", (
         f"{ev['tested']} inputs checked (at least {ev['min_tested']} needed); "
         f"{len(ev['counterexamples'])} rank changes, none with a rank gap of {ev['min_gap_decades']:g} "
-        "decades"
+        f"decades{where}"
     )
 
 
@@ -194,9 +241,24 @@ def judge_ln2(ch, ce: dict, aff_many: dict, tested: dict, p) -> str:
         "min_tested": LN2_MIN_TESTED,
         "min_gap_decades": LN2_MIN_GAP,
         "random_n_gt_d_preserved_share": aff_many["affine_rank_equal"],
+        "where": f"LN with eps 0; integer inputs of the search (n + d <= {p.search_max_size}) and random "
+        f"Gaussian inputs (n = {p.n_tokens}, d = {p.d_model} and the families of (b))",
     }
     v, reason = verdict_ln2(evidence)
+    ctl = ln2_control(p.n_tokens, p.d_model, p.seed, LN2_MIN_TESTED, LN2_MIN_GAP)
+    cv, creason = verdict_ln2(ctl)
     ch.glue("ln2_reason", reason)
+    ch.glue("ln2_control_verdict", cv)
+    ch.glue("ln2_control_reason", creason)
+    ch.glue("ln2_control_n", ctl["n"])
+    ch.glue("ln2_control_d", ctl["d"])
+    evidence["control"] = {
+        "on": f"{ctl['tested']} random Gaussian inputs with fewer tokens than features "
+        f"(n = {ctl['n']} < d = {ctl['d']})",
+        "verdict": cv,
+        "reason": creason,
+        "evidence": ctl,
+    }
     ch.glue("ln2_min_tested", LN2_MIN_TESTED)
     ch.glue("ln2_min_gap", LN2_MIN_GAP)
     return ch.verdict(

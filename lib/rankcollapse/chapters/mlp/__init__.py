@@ -8,9 +8,16 @@ The parameter schema (:data:`SCHEMA`) and the checks across parameters (:func:`v
 from __future__ import annotations
 
 from ...book.params import Param, ParameterError, Schema, require_distinct, require_divisible
-from .experiments import lambda_check, q3_sweep, summarise, summarise_q3, sweep
+from .experiments import c3_control, lambda_check, q3_slowing, q3_sweep, summarise, summarise_q3, sweep
 from .figures import fig_curves, fig_q3, fig_rate
-from .report import record_curves, record_lambda_check, record_q3, record_rate, table_slowing
+from .report import (
+    record_c3_control,
+    record_curves,
+    record_lambda_check,
+    record_q3,
+    record_rate,
+    table_slowing,
+)
 from .verdicts import RULE_C3, RULE_Q3, SMOKE_VERDICT_NOTES, VERDICTS, judge_c3, judge_q3, q3_evidence
 
 __all__ = [
@@ -19,6 +26,7 @@ __all__ = [
     "SCHEMA",
     "SMOKE_VERDICT_NOTES",
     "VERDICTS",
+    "c3_control",
     "fig_curves",
     "fig_q3",
     "fig_rate",
@@ -26,7 +34,9 @@ __all__ = [
     "judge_q3",
     "lambda_check",
     "q3_evidence",
+    "q3_slowing",
     "q3_sweep",
+    "record_c3_control",
     "record_curves",
     "record_lambda_check",
     "record_q3",
@@ -97,6 +107,15 @@ SCHEMA = Schema(
             "depth of Q3's shallow family (SAN+MLP without skips), shallow enough that r(X_L) stays "
             "far above round-off",
             {"smoke": 2, "full": 2, "paper": 2},
+            low=1,
+            high=8,
+        ),
+        Param(
+            "c3_control_layers",
+            "int",
+            "depth of C3's control, SAN+MLP without skips as in (a, b) but shallow enough that r(X_L) stays "
+            "above round-off at all but the smallest lambdas",
+            {"smoke": 3, "full": 3, "paper": 3},
             low=1,
             high=8,
         ),

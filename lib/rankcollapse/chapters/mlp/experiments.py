@@ -125,6 +125,22 @@ def certificate(factor: float | None, res0: float) -> float | None:
     return 0.5 * math.log10(factor) + math.log10(res0)
 
 
+GAMMA_TRUST = 1e-5  # a layer's a-priori gamma counts where its input has r above this (as in `collapse`)
+
+
+def max_factor(layers: list[dict], r: list[float]) -> float | None:
+    """The corollary's factor that a guarantee for the whole depth needs: the largest over layers of
+    ``4 gamma beta H lambda / sqrt(d_qk)``, over the layers whose input has ``r`` above
+    :data:`GAMMA_TRUST` (below it, gamma divides the logits' round-off by a residual near zero, and the
+    collapse has happened already). None when no layer qualifies."""
+    fs = [
+        x["factor"]
+        for x in layers
+        if x.get("factor") is not None and math.isfinite(x["factor"]) and r[x["layer"] - 1] > GAMMA_TRUST
+    ]
+    return max(fs) if fs else None
+
+
 def preservation(r: list[float]) -> float:
     """Rank preservation: the mean over layers 0..L of ``log10 max(r(X_l), 1e-13)`` (higher = more rank
     kept)."""
@@ -176,6 +192,8 @@ def sweep(p, device, log=print) -> list[dict]:
                         "res0": ls[0]["res_in"],
                         "cert1": certificate(ls[0].get("factor"), ls[0]["res_in"]),
                         "factor2": ls[1].get("factor") if len(ls) > 1 else None,
+                        "factor_max": max_factor(ls, out["r"]),
+                        "cert_max": certificate(max_factor(ls, out["r"]), ls[0]["res_in"]),
                     }
                 )
             log(f"weight scale {ws}, MLP scale {s}: done")
@@ -209,6 +227,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "bound_ratio1": med("bound_ratio1"),
                 "res0": med("res0"),
                 "cert1": med("cert1"),
+                "cert_max": med("cert_max"),
                 "certified_share": float(np.mean([r["cert1"] is not None and r["cert1"] < 0 for r in g])),
                 "lambda_local": next((r["lambda_local"] for r in g if r["lambda_local"] is not None), None),
                 "collapsed_share": float(np.mean([r["r"][-1] < 1e-3 for r in g])),
@@ -355,6 +374,7 @@ def summarise_q3(rows: list[dict]) -> dict:
                     "S_out": med(lambda r: _log10(r["sens_out"])),
                     "G_ctl": med(lambda r: _log10(r["ctl_r_L"] / r["r0"])),
                     "S_ctl": med(lambda r: _log10(r["ctl_sens_res"])),
+                    "r_L_ctl": med(lambda r: r["ctl_r_L"]),
                 }
             )
         out[fam] = pts
@@ -367,3 +387,74 @@ def spearman(x, y) -> float:
     false."""
     r = _spearman(x, y, min_points=3)
     return float("nan") if r is None else r
+
+
+def c3_control(p, device, log=print) -> list[dict]:
+    """C3's control runs: SAN+MLP networks without skips as in parts (a, b), but ``c3_control_layers``
+    deep (shallow enough that r(X_L) stays above round-off at all but the smallest lambdas), at the first
+    attention weight scale, for every MLP multiplier and ``q3_seeds`` networks (the seeds and inputs of
+    part (c)). Per network: lambda (product of spectral norms, mean over layers) and
+    rank preservation ``A`` (:func:`preservation`)."""
+    rows = []
+    m = p.mlp_ratio * p.d_model
+    ws, L = p.weight_scales[0], p.c3_control_layers
+    for s in p.mlp_scales:
+        for i in range(p.q3_seeds):
+            sd = p.seed + 1000 * i
+            cfg = SANConfig(L, p.n_heads, p.d_model, weight_scale=ws, mlp_hidden=m, mlp_scale=s)
+            san = SAN.random(cfg, sd, device=device)
+            X = random_tokens(p.n_tokens, p.d_model, sd + 1, device=device)
+            with torch.no_grad():
+                r = [float(relative_residual(h)) for h in san.forward(X)[0]]
+            rows.append(
+                {
+                    "family": "c3_control",
+                    "mlp_scale": s,
+                    "seed": sd,
+                    "lambda": float(np.mean([mlp_lipschitz_upper(san, l) for l in range(L)])),
+                    "A": preservation(r),
+                    "r_L": r[-1],
+                }
+            )
+    log(f"C3 control ({L} layers): done")
+    return rows
+
+
+def q3_slowing(qrows: list[dict], family: str = "c3_control") -> dict:
+    """C3's control: rank preservation ``A`` (:func:`preservation`, the mean over layers of log10 r) against
+    lambda in the rows of one family (:func:`c3_control`; medians over networks per MLP multiplier, sorted
+    by lambda), as :func:`slowing` gives it for the deep networks: the rise to the peak and the fall after
+    it, ``A`` at the ends, the peak's multiplier and the smallest median r(X_L)."""
+    pts = []
+    for s in sorted({r["mlp_scale"] for r in qrows if r["family"] == family}):
+        g = [r for r in qrows if r["family"] == family and r["mlp_scale"] == s]
+        pts.append(
+            {
+                "mlp_scale": s,
+                "lambda": float(np.median([r["lambda"] for r in g])),
+                "A": float(np.median([r["A"] for r in g])),
+                "r_L": float(np.median([r["r_L"] for r in g])),
+            }
+        )
+    pts.sort(key=lambda q: q["lambda"])
+    A = [q["A"] for q in pts]
+    k = int(np.argmax(A))
+    return {
+        "lambda": [q["lambda"] for q in pts],
+        "A": A,
+        "peak_scale": pts[k]["mlp_scale"],
+        "peak_lambda": pts[k]["lambda"],
+        "rise": A[k] - A[0],
+        "fall_after_peak": A[k] - A[-1],
+        "rho_all": spearman([q["lambda"] for q in pts], A),
+        "min_r_L": min(q["r_L"] for q in pts),
+        "rise_above_floor": _rise_above_floor(pts, k),
+    }
+
+
+def _rise_above_floor(pts: list[dict], k: int) -> float | None:
+    """The rise of ``A`` to its peak (index ``k``) from the first point whose median r(X_L) is at least
+    1000 times the clip :data:`FLOOR` (so that no ``A`` it compares is set by the clip); None if that point
+    is the peak or later."""
+    j = next((i for i, q in enumerate(pts) if q["r_L"] >= 1e3 * FLOOR), None)
+    return None if j is None or j >= k else pts[k]["A"] - pts[j]["A"]

@@ -124,6 +124,23 @@ def record_rate(ch, rows: list[dict], summ: list[dict], p) -> dict:
         atol=0.0,
         note="share of SAN+MLP networks (all weight scales) with sqrt(f) res0 < 1; exact count",
     )
+    # the guarantee for the whole depth needs the largest factor over layers, not layer 1's
+    certified_max = [r for r in mlps0 if r["cert_max"] is not None and r["cert_max"] < 0]
+    checks.count(
+        ch,
+        "n_lambda_certified_max",
+        len(certified_max),
+        of=len(mlps0),
+        note="lambda values whose median sqrt(f_max) res0 < 1 at the first weight scale, f_max the largest "
+        "factor over layers (input r above 1e-5)",
+    )
+    ch.value(
+        "cert_max_min_lambda",
+        mlps0[0]["cert_max"],
+        atol=0.02,
+        note="log10 sqrt(f_max) res0, median; f_max over layers whose gamma is read above the round-off",
+    )
+    ch.value("cert_max_max_lambda", mlps0[-1]["cert_max"], atol=0.02, note="as above")
     ch.glue("n_lambda", len(mlps0))
     ch.glue(
         "lam_cert_max",
@@ -203,3 +220,30 @@ def record_q3(ch, qrows: list[dict], qsum: dict, ev: dict, p) -> None:
     ch.glue("q3_skip_layers", p.n_layers)
     ch.glue("q3_total", len(qrows))
     ch.glue("q3_dirs", p.q3_dirs)
+
+
+def record_c3_control(ch, qslow: dict) -> None:
+    """Record C3's control (:func:`rankcollapse.chapters.mlp.experiments.q3_slowing` on
+    :func:`rankcollapse.chapters.mlp.experiments.c3_control`): rank preservation A at the smallest and the
+    largest lambda, its rise to the peak and its fall after it, the smallest median r(X_L) and the rise
+    measured from above the clip."""
+    ch.value("c3_ctl_A_min_lambda", qslow["A"][0], atol=0.05, note="mean log10 r over the layers, median")
+    ch.value("c3_ctl_A_max_lambda", qslow["A"][-1], atol=0.05, note="as above")
+    ch.value("c3_ctl_rise", qslow["rise"], atol=0.05, note="difference of two A values")
+    ch.value("c3_ctl_fall_after_peak", qslow["fall_after_peak"], atol=0.05, note="as above")
+    ch.value(
+        "c3_ctl_min_r_L",
+        qslow["min_r_L"],
+        rtol=1.0,
+        atol=1e-13,
+        note="smallest median r(X_L), at the smallest lambda: round-off level; only its order matters",
+    )
+    if qslow["rise_above_floor"] is not None:
+        ch.value(
+            "c3_ctl_rise_above_floor",
+            qslow["rise_above_floor"],
+            atol=0.05,
+            note="rise of A from the first lambda whose median r(X_L) >= 1e-10",
+        )
+    else:
+        ch.glue("c3_ctl_rise_above_floor", float("nan"))

@@ -26,21 +26,25 @@ RULE_C3 = (
 
 def verdict_c3(evidence: dict) -> tuple[str, str]:
     """C3 by :data:`RULE_C3` from ``{"ws<s>": {rise, fall_after_peak, A_min_lambda, A_max_lambda}}`` (one
-    entry per attention weight scale, as :func:`c3_evidence` builds it)."""
+    entry per attention weight scale, as :func:`c3_evidence` builds it); other keys are not read, except
+    ``where`` (the regime, in words), which ends the reason."""
+    scales = {k: s for k, s in evidence.items() if k.startswith("ws")}
+    where = f"; {evidence['where']}" if evidence.get("where") else ""
     desc = "; ".join(
         f"weight scale {k[2:]}: rise {s['rise']:.2f}, fall after peak {s['fall_after_peak']:.2f}, "
         f"A {s['A_min_lambda']:.2f} at the smallest lambda, {s['A_max_lambda']:.2f} at the largest"
-        for k, s in evidence.items()
+        for k, s in scales.items()
     )
-    faster = [k[2:] for k, s in evidence.items() if s["A_min_lambda"] - s["A_max_lambda"] >= 1.0]
+    faster = [k[2:] for k, s in scales.items() if s["A_min_lambda"] - s["A_max_lambda"] >= 1.0]
     if faster:
         return (
             "refuted",
-            f"at weight scale {', '.join(faster)} the largest lambda keeps >= 1 decade less rank ({desc})",
+            f"at weight scale {', '.join(faster)} the largest lambda keeps >= 1 decade less rank "
+            f"({desc}{where})",
         )
-    if all(s["rise"] >= 1.0 and s["fall_after_peak"] <= 0.5 for s in evidence.values()):
-        return "supported", f"at every weight scale a larger lambda keeps more rank ({desc})"
-    return "inconclusive", f"a larger lambda keeps more rank over part of the range only ({desc})"
+    if all(s["rise"] >= 1.0 and s["fall_after_peak"] <= 0.5 for s in scales.values()):
+        return "supported", f"at every weight scale a larger lambda keeps more rank ({desc}{where})"
+    return "inconclusive", f"a larger lambda keeps more rank over part of the range only ({desc}{where})"
 
 
 def c3_evidence(slow: dict) -> dict:
@@ -58,17 +62,49 @@ def c3_evidence(slow: dict) -> dict:
     }
 
 
-def judge_c3(ch, slow: dict) -> str:
-    """Record the C3 verdict: :func:`verdict_c3` on :func:`c3_evidence`. Returns the verdict."""
-    ev = c3_evidence(slow)
+def c3_control_evidence(qslow: dict, ws: float, where: str) -> dict:
+    """C3's control evidence: :func:`c3_evidence`'s form for one family of Q3's sweep
+    (:func:`rankcollapse.chapters.mlp.experiments.q3_slowing`, at attention weight scale ``ws``)."""
+    return c3_evidence({ws: qslow}) | {"where": where}
+
+
+def judge_c3(ch, slow: dict, qslow: dict, p) -> str:
+    """Record the C3 verdict: :func:`verdict_c3` on :func:`c3_evidence` (the deep networks of parts (a, b)),
+    beside its control, the same rule on shallow networks of the same kind (``qslow``,
+    :func:`rankcollapse.chapters.mlp.experiments.c3_control` summarised by
+    :func:`rankcollapse.chapters.mlp.experiments.q3_slowing`), under ``evidence["control"]``. Glue the
+    control's verdict and reason as ``c3_control_verdict`` and ``c3_control_reason``. Returns the
+    verdict."""
+    ws = ", ".join(f"{w:g}" for w in p.weight_scales)
+    where = (
+        f"at random initialisation, SAN+MLP without skips, {p.n_layers} layers, d = {p.d_model}, "
+        f"H = {p.n_heads}, attention weight scales {ws}"
+    )
+    ev = c3_evidence(slow) | {"where": where}
     v, reason = verdict_c3(ev)
+    cwhere = (
+        f"at random initialisation, SAN+MLP without skips, {p.c3_control_layers} layers, d = {p.d_model}, "
+        f"H = {p.n_heads}, attention weight scale {p.weight_scales[0]:g}"
+    )
+    cev = c3_control_evidence(qslow, p.weight_scales[0], cwhere)
+    cv, creason = verdict_c3(cev)
     ch.glue("reason-C3", reason)
+    ch.glue("c3_control_verdict", cv)
+    ch.glue("c3_control_reason", creason)
+    ch.glue("c3_control_layers", p.c3_control_layers)
+    control = {
+        "on": f"the same kind of network (SAN+MLP without skips, the seeds of part (c)), "
+        f"{p.c3_control_layers} layers deep, where the rank survives at all but the smallest lambdas",
+        "verdict": cv,
+        "reason": creason,
+        "evidence": cev,
+    }
     return ch.verdict(
         "C3",
         v,
         claim="MLPs slow the collapse through their Lipschitz constant (Corollary 3.2)",
         rule=RULE_C3,
-        evidence=ev | {"reason": reason},
+        evidence=ev | {"reason": reason, "control": control},
     )
 
 
@@ -122,6 +158,7 @@ def q3_evidence(qsum: dict) -> dict:
             "price": (b["S"] - a["S"]) - (b["S_ctl"] - a["S_ctl"]),
             "rise_S_out": b["S_out"] - a["S_out"],
             "gain_control": b["G_ctl"] - a["G_ctl"],
+            "min_r_L_control": min(q["r_L_ctl"] for q in pts),
             "lambda_min": a["lambda"],
             "lambda_max": b["lambda"],
         }
@@ -131,9 +168,13 @@ def q3_evidence(qsum: dict) -> dict:
 def verdict_q3(evidence: dict) -> tuple[str, str]:
     """Q3 by :data:`RULE_Q3` from :func:`q3_evidence` (``{"families": {name: {min_r_L, gain, price}}}``)."""
     fams = evidence["families"]
-    desc = "; ".join(
-        f"{k}: min r(X_L) {f['min_r_L']:.2g}, gain {f['gain']:+.2f}, price {f['price']:+.2f} decades"
-        for k, f in fams.items()
+    where = f"; {evidence['where']}" if evidence.get("where") else ""
+    desc = (
+        "; ".join(
+            f"{k}: min r(X_L) {f['min_r_L']:.2g}, gain {f['gain']:+.2f}, price {f['price']:+.2f} decades"
+            for k, f in fams.items()
+        )
+        + where
     )
     buying = {
         k: f
@@ -153,16 +194,58 @@ def verdict_q3(evidence: dict) -> tuple[str, str]:
     return "inconclusive", f"the price of the rank bought is neither clear nor absent in {names} ({desc})"
 
 
-def judge_q3(ch, ev: dict) -> str:
-    """Record the Q3 verdict: :func:`verdict_q3` on :func:`q3_evidence`."""
+def q3_where(p) -> str:
+    """Where Q3 is measured, in words (it ends the reason)."""
+    return (
+        f"at random initialisation, attention weight scale {p.weight_scales[0]:g}, d = {p.d_model}, "
+        f"H = {p.n_heads}: shallow family {p.q3_layers} layers without skips, skip family {p.n_layers} "
+        "layers"
+    )
+
+
+def q3_control_evidence(ev: dict, where: str) -> dict:
+    """Q3's control evidence from :func:`q3_evidence`: per family, the identity-attention control in the
+    network's place (its smallest median r(X_L), its gain, and as its price its own rise of log10 S, there
+    being no further control beside it)."""
+    return {
+        "families": {
+            k: {
+                "min_r_L": f["min_r_L_control"],
+                "gain": f["gain_control"],
+                "price": f["rise_S_control"],
+            }
+            for k, f in ev["families"].items()
+        },
+        "where": where + "; every attention matrix replaced by the identity",
+    }
+
+
+def judge_q3(ch, ev: dict, p) -> str:
+    """Record the Q3 verdict: :func:`verdict_q3` on :func:`q3_evidence` (with where it holds,
+    :func:`q3_where`), beside its control, the same rule on the identity-attention controls
+    (:func:`q3_control_evidence`), under ``evidence["control"]``. Glue the control's verdict and reason as
+    ``q3_control_verdict`` and ``q3_control_reason``."""
+    where = q3_where(p)
+    ev = ev | {"where": where}
     v, reason = verdict_q3(ev)
+    cev = q3_control_evidence(ev, where)
+    cv, creason = verdict_q3(cev)
     ch.glue("reason-Q3", reason)
+    ch.glue("q3_control_verdict", cv)
+    ch.glue("q3_control_reason", creason)
+    control = {
+        "on": "the same networks with every attention matrix replaced by the identity (each token attends "
+        "only to itself)",
+        "verdict": cv,
+        "reason": creason,
+        "evidence": cev,
+    }
     return ch.verdict(
         "Q3",
         v,
         claim="rank preservation by strong MLPs trades against robustness",
         rule=RULE_Q3,
-        evidence=ev | {"reason": reason},
+        evidence=ev | {"reason": reason, "control": control},
     )
 
 
