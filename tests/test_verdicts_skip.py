@@ -4,13 +4,15 @@
 from rankcollapse.chapters.skip import verdicts as sk
 
 
-def _c2(exact=True, san=8, skip=0, n=8):
+def _c2(exact=True, kept=8, collapsed=0, exploded=0, n=8):
     return {
+        "family": "SAN+skip networks",
         "construct_all_exact": exact,
         "construct_cases": 22,
-        "san_collapsed": san,
-        "skip_collapsed": skip,
-        "networks_per_variant": n,
+        "networks": n,
+        "kept": kept,
+        "collapsed": collapsed,
+        "exploded": exploded,
     }
 
 
@@ -21,8 +23,8 @@ def _cells(rows, tol=0.05):
 CASES = {
     "C2": {
         "supported": _c2(),
-        "refuted": _c2(skip=8),
-        "inconclusive": _c2(skip=3),
+        "refuted": _c2(kept=1, collapsed=7),
+        "inconclusive": _c2(kept=4, exploded=4),
     },
     "Q1": {
         # deeper networks far above the one-layer value compounded, every search converged
@@ -55,18 +57,57 @@ def test_q1_edges():
     )
 
 
-def test_c2_across_the_counts_intervals_both_outcomes():
-    def ev(san, skip, n):
-        return {
-            "construct_all_exact": True,
-            "construct_cases": 20,
-            "san_collapsed": san,
-            "skip_collapsed": skip,
-            "networks_per_variant": n,
-        }
+def test_c2_exploded_networks_are_their_own_outcome_never_prevention():
+    # every skip network exploded: none collapsed, yet none kept its rank, so no prevention
+    v, reason = sk.verdict_c2(_c2(kept=0, exploded=8))
+    assert v == "refuted" and "8 explode" in reason
+    # the previous rule read exploded networks (whose relative residual fell) as collapsed
+    old = {"construct_all_exact": True, "construct_cases": 22, "san_collapsed": 8, "skip_collapsed": 4}
+    assert sk.old_verdict_c2(old | {"networks_per_variant": 8})[0] == "inconclusive"
+    assert sk.verdict_c2(_c2(kept=6, exploded=2))[0] == "supported"
+    assert sk.verdict_c2(_c2(n=0, kept=0))[0] == "inconclusive"
 
-    held = sk.c2_across_interval(ev(40, 0, 40))  # 0 of 40 reaches 3; 40 of 40 stays above half
-    assert held["verdict"] == "supported" and not held["holds"]  # 1 skip collapse is not "supported"
-    assert held["flips"]["SAN+skip collapsed"][0] == [1, "inconclusive"]
-    refuted = sk.c2_across_interval(ev(2, 30, 40))  # 30 of 40 vs 2 of 40: refuted over both intervals
-    assert refuted["verdict"] == "refuted" and refuted["holds"]
+
+def test_c2_across_the_counts_intervals_both_outcomes():
+    held = sk.c2_across_interval(_c2(kept=40, n=40))  # 40 of 40 kept can fall to 36: still >= 3/4
+    assert held["verdict"] == "supported" and held["holds"]
+    few = sk.c2_across_interval(_c2(kept=6, exploded=2, n=8))  # 6 of 8 can fall to 3 of 8
+    assert few["verdict"] == "supported" and not few["holds"]
+
+
+class _Chapter:
+    def __init__(self):
+        self.glued, self.values, self.verdicts = {}, {}, {}
+
+    def glue(self, name, value):
+        self.glued[name] = value
+
+    def value(self, name, value, **kw):
+        self.values[name] = value
+
+    def verdict(self, cid, v, claim, rule, evidence):
+        self.verdicts[cid] = (v, evidence)
+        return v
+
+
+def test_judge_c2_puts_its_control_into_the_evidence():
+    cons = {"exact_all": True, "cases": 22, "worst_dev": 1e-9}
+    cons_noskip = {"exact_all": False, "cases": 22, "worst_dev": 1.0}
+    curves = {
+        "n_each": 8,
+        "skip_kept": 4,
+        "skip_collapsed_only": 0,
+        "skip_exploded": 4,
+        "san_kept": 0,
+        "san_collapsed_only": 6,
+        "san_exploded": 2,
+        "san_collapsed": 8,
+        "skip_collapsed": 4,
+        "skip_r_L_min": 1e-16,
+        "skip_abs_min": 0.97,
+    }
+    ch = _Chapter()
+    assert sk.judge_c2(ch, cons, curves, cons_noskip) == "inconclusive"
+    ev = ch.verdicts["C2"][1]
+    assert ev["control"]["verdict"] == "refuted" and "pure SANs" in ev["control"]["on"]
+    assert "pure SANs" in ev["control"]["reason"] and ev["old_verdict"] == "inconclusive"

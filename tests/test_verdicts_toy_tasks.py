@@ -4,11 +4,14 @@ SANs); tests/test_verdict_rules.py runs CASES. Edge cases of the rules below."""
 from rankcollapse.chapters.toy_tasks import verdicts as tk
 
 
-def _counts(att_collapsed, skip_collapsed, n=48):
-    def c(k):
-        return {"n": n, "collapsed": k, "diverged": 0, "kept": n - k, "other": 0}
+def _counts(att_kept, skip_kept, n=48, skip_diverged=0):
+    def c(k, diverged=0):
+        return {"n": n, "kept": k, "collapsed": n - k - diverged, "diverged": diverged, "other": 0}
 
-    return {"counts": {"attention": c(att_collapsed), "mlp": c(0), "skip": c(skip_collapsed)}}
+    return {
+        "arch": "bert",
+        "counts": {"attention": c(att_kept), "mlp": c(0), "skip": c(skip_kept, skip_diverged)},
+    }
 
 
 def _tasks(l90s, learned=None):
@@ -21,9 +24,9 @@ def _tasks(l90s, learned=None):
 
 CASES = {
     "C2": {
-        "supported": _counts(30, 2),
-        "refuted": _counts(30, 20),
-        "inconclusive": _counts(30, 10),
+        "supported": _counts(10, 40),
+        "refuted": _counts(20, 10),
+        "inconclusive": _counts(10, 15),
     },
     "C5": {
         "supported": _tasks({"sort": [2, 2, 3], "hull": [1, 2, 2], "mem": [1, 1, 1]}),
@@ -33,15 +36,31 @@ CASES = {
 }
 
 
-def test_c2_needs_a_collapse_to_prevent_and_enough_rollouts():
-    v, reason = tk.verdict_c2(_counts(5, 0))  # pure attention collapses in 5 of 48: nothing to prevent
+def test_c2_needs_a_circle_lost_to_keep_and_enough_rollouts():
+    v, reason = tk.verdict_c2(_counts(40, 48))  # pure attention keeps the circle in 40 of 48
     assert v == "inconclusive" and "nothing to prevent" in reason
-    v, _ = tk.verdict_c2(_counts(2, 0, n=2))
+    v, _ = tk.verdict_c2(_counts(0, 2, n=2))
     assert v == "inconclusive"
-    # divergence is not collapse: a skip variant that diverges everywhere but never merges supports C2
-    ev = _counts(30, 0)
-    ev["counts"]["skip"].update(diverged=48, kept=0)
-    assert tk.verdict_c2(ev)[0] == "supported"
+
+
+def test_c2_diverged_rollouts_never_count_as_prevention():
+    # the skip never merges its tokens but diverges everywhere: not one rollout kept the circle
+    ev = _counts(5, 0, skip_diverged=48)
+    assert ev["counts"]["skip"]["collapsed"] == 0
+    v, reason = tk.verdict_c2(ev)
+    assert v == "refuted" and "diverged 48" in reason
+    # the previous rule read the same rollouts as prevention (kept beside the new one on the page)
+    assert tk.old_verdict_c2(ev)[0] == "supported"
+    # diverging rollouts added to a skip that keeps the circle in some: the kept share alone decides
+    assert tk.verdict_c2(_counts(5, 20, skip_diverged=28))[0] == "supported"
+    assert tk.verdict_c2(_counts(5, 8, skip_diverged=40))[0] == "inconclusive"
+
+
+def test_c2_reason_names_the_regime():
+    _, reason = tk.verdict_c2(_counts(10, 40))
+    assert "authors' architecture" in reason
+    _, reason = tk.verdict_c2(_counts(10, 40) | {"arch": "plain"})
+    assert "LN-free" in reason
 
 
 def test_c5_counts_only_tasks_learned_on_two_seeds():
@@ -59,10 +78,91 @@ def test_c5_counts_only_tasks_learned_on_two_seeds():
 
 def test_c2_across_the_counts_intervals_both_outcomes():
     def ev(a, s, n):
-        c = {"n": n, "diverged": 0, "kept": 0}
-        return {"arch": "bert", "counts": {"attention": c | {"collapsed": a}, "skip": c | {"collapsed": s}}}
+        c = {"n": n, "diverged": 0, "collapsed": 0}
+        return {"arch": "bert", "counts": {"attention": c | {"kept": a}, "skip": c | {"kept": s}}}
 
-    wide = tk.c2_across_interval(ev(90, 0, 100))  # 0 of 100: reaches 3; 90 of 100 never falls to 12
+    wide = tk.c2_across_interval(ev(0, 90, 100))  # 0 of 100 kept: reaches 3; 90 of 100 never falls to 28
     assert wide["verdict"] == "supported" and wide["holds"]
-    few = tk.c2_across_interval(ev(5, 0, 9))  # 0 of 9 reaches 3 of 9, above a quarter of 5 of 9
-    assert few["verdict"] == "supported" and not few["holds"] and "skip collapsed" in few["flips"]
+    few = tk.c2_across_interval(ev(0, 4, 9))  # 4 of 9 kept can fall to 1 of 9, below 0 + a quarter
+    assert few["verdict"] == "supported" and not few["holds"] and "skip kept" in few["flips"]
+
+
+class _Chapter:
+    """What judge_* calls on the chapter: glue, value and verdict, recorded."""
+
+    def __init__(self):
+        self.glued, self.values, self.verdicts = {}, {}, {}
+
+    def glue(self, name, value):
+        self.glued[name] = value
+
+    def value(self, name, value, **kw):
+        self.values[name] = value
+
+    def verdict(self, cid, v, claim, rule, evidence):
+        self.verdicts[cid] = (v, evidence)
+        return v
+
+
+def test_judge_c2_puts_its_control_into_the_evidence():
+    ch = _Chapter()
+    bert = _counts(2, 0, n=96, skip_diverged=90)["counts"]
+    plain = _counts(0, 16, n=32, skip_diverged=16)["counts"]
+    v = tk.judge_c2(ch, {"bert": bert, "plain": plain})
+    got, ev = ch.verdicts["C2"]
+    assert v == got == "refuted"
+    c = ev["control"]
+    assert (
+        c["verdict"] == "supported" and "LN-free" in c["on"] and c["reason"] == ch.glued["c2_control_reason"]
+    )
+    assert ev["old_verdict"] == ch.values["c2_old_rule_verdict"]
+    # without the LN-free networks the control is stated as not run, never left out
+    ch = _Chapter()
+    tk.judge_c2(ch, {"bert": bert})
+    assert ch.verdicts["C2"][1]["control"]["verdict"] == "not run"
+
+
+def test_judge_c5_puts_its_control_into_the_evidence():
+    rows = [
+        {
+            "arch": "bert",
+            "task": t,
+            "seed": s,
+            "L": 6,
+            "full": 0.9,
+            "baseline": 0.5,
+            "learned": True,
+            "l90": l,
+        }
+        for t, l in (("sort", 2), ("hull", 6), ("mem", 1))
+        for s in range(3)
+    ]
+    ch = _Chapter()
+    assert tk.judge_c5(ch, rows) == "inconclusive"
+    c = ch.verdicts["C5"][1]["control"]
+    assert c["verdict"] == "refuted" and "convex-hull" in c["on"] and "convex hull" in c["reason"]
+
+
+def test_diverged_rollouts_are_never_kept():
+    import math
+
+    import torch
+
+    from rankcollapse.chapters.toy_tasks import experiments as ex
+
+    n, T = 1000, 40
+    t = torch.arange(T + 1, dtype=torch.float64)
+    ang = 2 * math.pi * t / n
+    circ = torch.stack(
+        [torch.stack([ang.cos(), ang.sin()], -1), -torch.stack([ang.cos(), ang.sin()], -1)], 1
+    )
+    traj = ex.RADIUS * circ  # the true rollout: kept
+    assert ex.trajectory_metrics(traj, n)["cls"] == "kept"
+    # the same rollout leaving ten radii once, or overflowing, is diverged and never kept
+    out = traj.clone()
+    out[T // 2, 0] *= 11
+    nan = traj.clone()
+    nan[-3:] = float("nan")
+    for x in (out, nan):
+        m = ex.trajectory_metrics(x, n)
+        assert m["diverged"] and m["cls"] == "diverged" and not m["kept"]

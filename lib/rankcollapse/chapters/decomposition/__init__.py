@@ -17,7 +17,7 @@ from .report import (
     record_shares,
     table_architectures,
 )
-from .verdicts import RULE_C5, RULE_D1, VERDICTS, judge_c5, judge_d1
+from .verdicts import RULE_C5, RULE_D1, VERDICTS, c5_evidence, judge_c5, judge_d1
 
 __all__ = [
     "PAPER_VS_FULL",
@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA",
     "VERDICTS",
     "architecture_lengths",
+    "c5_evidence",
     "fig_length_shares",
     "fig_path_lengths",
     "fig_reconstruction",

@@ -57,6 +57,8 @@ def reconstruction(layers, heads, n, d, scale, max_paths, seed, device, log=prin
                     hs, atts = san.forward(X)
                     naive = path_sum_naive(san, X, atts)
                     rec = length_components(san, X, atts)
+                    # D1's control: the same path sum with its longest paths (length L) left out
+                    dropped = naive.total() - naive.components[L]
                     rows.append(
                         {
                             "L": L,
@@ -65,6 +67,7 @@ def reconstruction(layers, heads, n, d, scale, max_paths, seed, device, log=prin
                             "dtype": dname,
                             "paths": count,
                             "err_paths": rel_fro(naive.total(), hs[-1]),
+                            "err_drop_longest": rel_fro(dropped, hs[-1]),
                             "err_recursion": rel_fro(rec.total(), hs[-1]),
                             "err_rec_vs_paths": float(
                                 (rec.components - naive.components).abs().max()
@@ -97,8 +100,8 @@ def architecture_lengths() -> list[dict]:
     return out
 
 
-def big_network(L, H, n, d, scale, seed, device, dtype=torch.float64):
-    san = SAN.random(SANConfig(L, H, d, skip=True, weight_scale=scale), seed, dtype=dtype, device=device)
+def big_network(L, H, n, d, scale, seed, device, dtype=torch.float64, skip=True):
+    san = SAN.random(SANConfig(L, H, d, skip=skip, weight_scale=scale), seed, dtype=dtype, device=device)
     X = random_tokens(n, d, seed + 1, dtype=dtype, device=device)
     return san, X
 
@@ -112,6 +115,8 @@ def recursion_at_scale(L, H, n, d, seed, device, repeats=3) -> dict:
             hs, atts = san.forward(X)
             split = length_components(san, X, atts)
         out[f"err_{dname}"] = rel_fro(split.total(), hs[-1])
+        # D1's control: the recursion's sum with the longest paths (length L) left out
+        out[f"err_drop_longest_{dname}"] = rel_fro(split.total() - split.components[L], hs[-1])
     san, X = big_network(L, H, n, d, 1.0, seed, device, torch.float32)
     with torch.no_grad():
         t_fwd, t_rec = [], []
@@ -132,17 +137,18 @@ def recursion_at_scale(L, H, n, d, seed, device, repeats=3) -> dict:
     return out
 
 
-def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[dict]:
+def length_shares(L, H, n, d, scales, seeds, seed, device, log=print, skip=True) -> list[dict]:
     """Per scale: norm and residual norm of each length component, and the truncation error.
 
     ``trunc_err[k] = ||res(Y) - res(S^(<=k))||_F / ||res(Y)||_F`` (the bias term has zero residual).
-    Averaged over ``seeds`` random networks, float64.
+    Averaged over ``seeds`` random networks, float64. ``skip=False``: the same networks (same seeds and
+    weights) without their skip connections, C5's control.
     """
     rows = []
     for s in scales:
         norm_share, res_share, trunc, growth = [], [], [], []
         for i in range(seeds):
-            san, X = big_network(L, H, n, d, s, seed + 1000 * i, device)
+            san, X = big_network(L, H, n, d, s, seed + 1000 * i, device, skip=skip)
             with torch.no_grad():
                 hs, atts = san.forward(X)
                 S = length_components(san, X, atts).components  # (L+1, n, d)
@@ -166,5 +172,5 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print) -> list[di
                 "growth": float(np.mean(growth)),
             }
         )
-        log(f"shares at scale {s} done (k90 = {k90})")
+        log(f"shares at scale {s}{'' if skip else ' without skips'} done (k90 = {k90})")
     return rows

@@ -108,6 +108,10 @@ def fig_regime(shares: list[dict], L: int):
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
     ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper left")
-    ax.set_title("shaded: the regime where C5 is decided", fontsize=9)
+    ax.set_title(
+        "shaded: the regime where C5 is decided (scales whose growth passes the dotted line exploded: "
+        "counted as not holding)",
+        fontsize=8,
+    )
     fig.tight_layout()
     return fig

@@ -7,8 +7,18 @@ from __future__ import annotations
 import numpy as np
 
 from ...book import checks
+from ...core import explosion
 from .experiments import DTYPES
-from .verdicts import EXPLODE, IDENTITY_TOL, RULE_C5_OLD, _fmt, c5_evidence, c5_regime, old_verdict_c5
+from .verdicts import (
+    EXPLODE,
+    IDENTITY_TOL,
+    RULE_C5_OLD,
+    _fmt,
+    c5_evidence,
+    c5_holds,
+    c5_regime,
+    old_verdict_c5,
+)
 
 
 def record_reconstruction(ch, recon: list[dict]) -> dict:
@@ -117,7 +127,15 @@ def record_shares(ch, shares: list[dict], p) -> dict:
     checks.count(ch, "c5_regime_count", len(reg), of=len(ev["scales"]), note="grid scales in the regime")
     ch.glue("c5_regime_md", _fmt([r["scale"] for r in reg]))
     ch.glue("c5_identity_md", _fmt([r["scale"] for r in ev["scales"] if r["trunc0"] <= IDENTITY_TOL]))
-    ch.glue("c5_explode_md", _fmt([r["scale"] for r in ev["scales"] if r["growth"] > EXPLODE]))
+    ch.glue("c5_explode_md", _fmt([r["scale"] for r in ev["scales"] if explosion.exploded(r["growth"])]))
+    ch.glue("c5_holds_md", _fmt([r["scale"] for r in reg if c5_holds(r)]))
+    checks.count(
+        ch,
+        "c5_exploded_count",
+        sum(explosion.exploded(r["growth"]) for r in ev["scales"]),
+        of=len(ev["scales"]),
+        note="grid scales whose forward pass exploded (growth > 10): in the regime, counted as not holding",
+    )
     ch.glue("c5_half", p.big_layers // 2)
     ch.glue("identity_tol", IDENTITY_TOL)
     ch.glue("explode", EXPLODE)

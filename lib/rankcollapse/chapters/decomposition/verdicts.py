@@ -6,10 +6,13 @@ evidence, :data:`VERDICTS` and the ``judge_*`` that record the verdicts.
 
 from __future__ import annotations
 
+from ...core import explosion
+
 IDENTITY_TOL = 0.1  # C5: truncation error at which paths of length <= k "reproduce" res(Y) (k90)
 
-
-EXPLODE = 10.0  # C5: ||Y||_F / ||X||_F above this: the forward pass has exploded (no meaningful question)
+# C5: ||Y||_F / ||X||_F above this (or not finite): the forward pass has exploded. Stated once, for every
+# chapter, in rankcollapse.core.explosion.
+EXPLODE = explosion.EXPLODE
 
 
 RULE_D1 = (
@@ -22,6 +25,18 @@ RULE_D1 = (
 
 
 RULE_C5 = (
+    "at random initialisation, over the weight-scale grid: a scale is in the question's regime when the "
+    "path that skips every layer alone misses more than 10% of res(Y) (truncation error at length 0 > 0.1; "
+    "below that the input alone reproduces the residual and path lengths are moot); a scale holds when "
+    "paths of length <= L/2 reproduce res(Y) to 10% (truncation error at length floor(L/2) <= 0.1) and the "
+    f"forward pass has not exploded ({explosion.TREATMENT}: an exploded scale is reported apart and counts "
+    "as not holding, whatever its truncation error); within the regime: supported if every scale holds, "
+    "refuted if none does, inconclusive if some do, or if fewer than two scales of the grid fall in the "
+    "regime; the reason gives the regime's boundaries on the grid and the exploded scales"
+)
+
+
+RULE_C5_PREV = (
     "at random initialisation, over the weight-scale grid: a scale is in the meaningful regime when the "
     "path that skips every layer alone misses more than 10% of res(Y) (truncation error at length 0 > 0.1; "
     "below that the input alone reproduces the residual and path lengths are moot) and the forward pass has "
@@ -57,40 +72,70 @@ def verdict_d1(evidence: dict) -> tuple[str, str]:
     return "inconclusive", f"The errors exceed round-off but are no failure of the identity: {nums}."
 
 
+def _identity(r: dict) -> bool:
+    return r["trunc0"] <= IDENTITY_TOL  # a NaN (no residual left to split) is not the identity
+
+
 def c5_regime(scales: list[dict]) -> list[dict]:
-    """The rows of ``scales`` (each with ``scale``, ``trunc0``, ``growth``) in C5's meaningful regime."""
-    return [r for r in scales if r["trunc0"] > IDENTITY_TOL and r["growth"] <= EXPLODE]
+    """The rows of ``scales`` (each with ``scale``, ``trunc0``, ``growth``) in C5's regime: the input alone
+    misses more than :data:`IDENTITY_TOL` of res(Y). Exploded scales are in it (they count as not
+    holding)."""
+    return [r for r in scales if not _identity(r)]
+
+
+def c5_holds(r: dict) -> bool:
+    """A scale holds: paths of length <= L/2 reproduce res(Y) to 10% and the forward pass did not explode."""
+    return not explosion.exploded(r["growth"]) and r["trunc_half"] <= IDENTITY_TOL
 
 
 def verdict_c5(evidence: dict) -> tuple[str, str]:
     """C5 from ``L`` and ``scales``: one row per weight scale with ``scale``, ``trunc0`` (truncation error
     keeping the length-0 path only), ``trunc_half`` (keeping lengths <= floor(L/2)) and ``growth``
-    (``||Y||_F/||X||_F``)."""
+    (``||Y||_F/||X||_F``); ``regime`` (optional) names the networks (default: random SANs with skips)."""
     L, rows = evidence["L"], sorted(evidence["scales"], key=lambda r: r["scale"])
+    nets = evidence.get("regime") or "random SANs with skips"
     reg = c5_regime(rows)
-    low = [r["scale"] for r in rows if r["trunc0"] <= IDENTITY_TOL]
-    high = [r["scale"] for r in rows if r["growth"] > EXPLODE]
+    low = [r["scale"] for r in rows if _identity(r)]
+    high = [r["scale"] for r in rows if explosion.exploded(r["growth"])]
     where = (
-        f"the identity path alone reproduces res(Y) at scales {_fmt(low)} and the forward pass explodes at "
-        f"{_fmt(high)}"
+        f"the identity path alone reproduces res(Y) at scales {_fmt(low)}; the forward pass explodes "
+        f"(growth > {EXPLODE:g}) at {_fmt(high)}, counted as not holding"
     )
     if len(reg) < 2:
         return "inconclusive", (
-            f"Only {len(reg)} scale(s) of the grid ({_fmt([r['scale'] for r in reg])}) lie in the "
-            f"meaningful regime ({where}), too few to decide."
+            f"In {nets} at initialisation, only {len(reg)} scale(s) of the grid "
+            f"({_fmt([r['scale'] for r in reg])}) lie in the regime ({where}), too few to decide."
         )
-    holds = [r["scale"] for r in reg if r["trunc_half"] <= IDENTITY_TOL]
+    holds = [r["scale"] for r in reg if c5_holds(r)]
     span = f"{reg[0]['scale']:g} to {reg[-1]['scale']:g}"
-    errs = ", ".join(f"{r['trunc_half']:.2g} at {r['scale']:g}" for r in reg)
+    errs = ", ".join(
+        f"{r['trunc_half']:.2g} at {r['scale']:g}"
+        + (" (exploded)" if explosion.exploded(r["growth"]) else "")
+        for r in reg
+    )
     text = (
-        f"in the meaningful regime, scales {span} of the grid ({where}), paths of length <= {L // 2} of "
-        f"{L} leave a residual error of {errs}"
+        f"In {nets} at initialisation, in the regime, scales {span} of the grid ({where}), paths of length "
+        f"<= {L // 2} of {L} leave a residual error of {errs}"
     )
     if len(holds) == len(reg):
-        return "supported", f"At random initialisation, {text}: at most 10% at every scale."
+        return "supported", f"{text}: at most 10% at every scale, none exploded."
     if not holds:
-        return "refuted", f"At random initialisation, {text}: above 10% at every scale."
-    return "inconclusive", f"At random initialisation, {text}: at most 10% only at scales {_fmt(holds)}."
+        return "refuted", f"{text}: no scale holds."
+    return "inconclusive", f"{text}: the scales hold only at {_fmt(holds)}."
+
+
+def prev_verdict_c5(evidence: dict) -> tuple[str, str]:
+    """C5's previous rule (:data:`RULE_C5_PREV`: exploded scales left out of the regime), kept to show its
+    verdict on the same networks beside the new one."""
+    L, rows = evidence["L"], sorted(evidence["scales"], key=lambda r: r["scale"])
+    reg = [r for r in rows if r["trunc0"] > IDENTITY_TOL and r["growth"] <= EXPLODE]
+    if len(reg) < 2:
+        return "inconclusive", f"Only {len(reg)} scale(s) in the previous rule's regime."
+    holds = [r for r in reg if r["trunc_half"] <= IDENTITY_TOL]
+    text = f"{len(holds)} of the {len(reg)} scales {_fmt([r['scale'] for r in reg])} hold (L = {L})"
+    if len(holds) == len(reg):
+        return "supported", f"{text}."
+    return ("refuted" if not holds else "inconclusive"), f"{text}."
 
 
 def _fmt(xs) -> str:
@@ -124,23 +169,70 @@ def c5_evidence(shares: list[dict], L: int) -> dict:
     }
 
 
-def judge_c5(ch, evidence: dict) -> str:
-    """Record C5 (:func:`verdict_c5`) from :func:`record_shares`' evidence."""
+C5_CONTROL_ON = (
+    "the same networks without skips (same seeds, weights and scales, skip connections removed): every "
+    "path has length L, so short paths carry nothing"
+)
+D1_CONTROL_ON = (
+    "the same path sums with the longest paths (length L) left out, in every configuration and at scale: "
+    "the exactness check must fail"
+)
+
+
+def judge_c5(ch, evidence: dict, control: dict | None = None) -> str:
+    """Record C5 (:func:`verdict_c5`) from :func:`record_shares`' evidence, with its control: the same rule
+    on ``control``, the evidence of the same networks without skips (:func:`c5_evidence` of
+    ``length_shares(..., skip=False)``); the previous rule's verdict on the same networks beside."""
     v, reason = verdict_c5(evidence)
+    if control is not None:
+        vc, rc = verdict_c5(control | {"regime": "the same random SANs without skips"})
+    else:
+        vc, rc = "not run", "The networks without skips were not run."
+    prev, prev_reason = prev_verdict_c5(evidence)
     ch.glue("c5_reason", reason)
+    ch.glue("c5_control_reason", rc)
+    ch.value(
+        "c5_prev_rule_verdict",
+        prev,
+        note="the previous rule (exploded scales left out of the regime) on this run",
+    )
+    ch.glue("c5_prev_rule", RULE_C5_PREV)
     return ch.verdict(
         "C5",
         v,
-        claim="SANs with skips behave like ensembles of shallow paths (at random initialisation, in the "
-        "regime of weight scales where the question is meaningful)",
+        claim="SANs with skips behave like ensembles of shallow paths (at random initialisation, over a "
+        "grid of weight scales, exploded networks counted apart as not holding)",
         rule=RULE_C5,
-        evidence=evidence | {"reason": reason},
+        evidence=evidence
+        | {
+            "reason": reason,
+            "control": {"on": C5_CONTROL_ON, "verdict": vc, "reason": rc},
+            "prev_verdict": prev,
+            "prev_reason": prev_reason,
+            "rule_prev": RULE_C5_PREV,
+        },
     )
+
+
+def d1_control_evidence(recon: list[dict], big: dict) -> dict:
+    """D1's control: the evidence :func:`verdict_d1` reads, from the path sums with their longest paths
+    left out (``err_drop_longest`` of every configuration, ``err_drop_longest_float64`` at scale), with the
+    smallest such error over the configurations beside (every one must fail, not only the worst)."""
+    f64 = [r["err_drop_longest"] for r in recon if r["dtype"] == "float64"]
+    f32 = [r["err_drop_longest"] for r in recon if r["dtype"] == "float32"]
+    return {
+        "configs": len(recon),
+        "err_f64": max(f64) if f64 else float("nan"),
+        "err_f32": max(f32) if f32 else float("nan"),
+        "big_err_f64": big["err_drop_longest_float64"],
+        "min_err": min(f64 + f32) if f64 + f32 else float("nan"),
+    }
 
 
 def judge_d1(ch, recon: list[dict], worst: dict, big: dict) -> str:
     """Record D1 (:func:`verdict_d1`): the identity holds to round-off in every configuration and at
-    scale."""
+    scale; its control is the same rule on the path sums with their longest paths left out
+    (:func:`d1_control_evidence`)."""
     evidence = {
         "configs": len(recon),
         "err_f64": worst["float64"],
@@ -148,11 +240,16 @@ def judge_d1(ch, recon: list[dict], worst: dict, big: dict) -> str:
         "big_err_f64": big["err_float64"],
     }
     v, reason = verdict_d1(evidence)
+    cev = d1_control_evidence(recon, big)
+    vc, rc = verdict_d1(cev)
+    rc = f"{rc[:-1]}; the smallest error over the configurations is {cev['min_err']:.1e}."
     ch.glue("d1_reason", reason)
+    ch.glue("d1_control_reason", rc)
     return ch.verdict(
         "D1",
         v,
         claim="the SAN output is exactly the sum over paths plus 1b^T",
         rule=RULE_D1,
-        evidence=evidence | {"reason": reason},
+        evidence=evidence
+        | {"reason": reason, "control": {"on": D1_CONTROL_ON, "verdict": vc, "reason": rc, "evidence": cev}},
     )

@@ -11,7 +11,13 @@ from __future__ import annotations
 from ...book.params import Param, ParameterError, Schema, require_distinct, require_divisible
 from .experiments import constructions, frontier, input_scale, skip_curves
 from .figures import fig_constructions, fig_effort, fig_frontier, fig_skip_curves
-from .report import record_constructions, record_frontier, record_skip_curves, table_frontier
+from .report import (
+    record_constructions,
+    record_frontier,
+    record_skip_curves,
+    summarise_constructions,
+    table_frontier,
+)
 from .verdicts import RULE_C2, RULE_Q1, VERDICTS, judge_c2, judge_q1
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "judge_c2",
     "judge_q1",
     "record_constructions",
+    "summarise_constructions",
     "record_frontier",
     "record_skip_curves",
     "skip_curves",

@@ -13,6 +13,7 @@ import math
 import torch
 
 from ...core import adversary as A
+from ...core import explosion
 from ...core.metrics import norm_1inf, res
 from ...core.san import SAN, SANConfig, random_tokens
 from ...core.trajectory import float_floor, floor_index, trajectory
@@ -89,11 +90,12 @@ def orthogonal_value_san(cfg: SANConfig, k: int, beta: float, seed: int) -> SAN:
     return san
 
 
-def constructions(n, d, H, depths, betas, k, seed) -> list[dict]:
-    """Residual ratio ``||res(X_L)||/||res(X)||`` (composite norm) of each construction, depth and beta."""
+def constructions(n, d, H, depths, betas, k, seed, skip=True) -> list[dict]:
+    """Residual ratio ``||res(X_L)||/||res(X)||`` (composite norm) of each construction, depth and beta.
+    ``skip=False``: the same constructions (same weights) without their skip connections, C2's control."""
     rows = []
     for L in depths:
-        cfg = SANConfig(L, H, d, skip=True)
+        cfg = SANConfig(L, H, d, skip=skip)
         Xg = random_tokens(n, d, seed + 1)
         z = zero_value_san(cfg, seed)
         rows.append(
@@ -148,7 +150,8 @@ def skip_curves(n, d, H, L, scales, seeds, floor_mult, seed, device, log=print) 
                 )
                 X = random_tokens(n, d, seed + 1000 * i + 1, device=device)
                 tr = trajectory(san, X)
-                tr.pop("_hidden")
+                hs = tr.pop("_hidden")
+                growth = explosion.growth(torch.linalg.matrix_norm(hs[-1]), torch.linalg.matrix_norm(X))
                 rows.append(
                     {
                         "scale": s,
@@ -157,6 +160,8 @@ def skip_curves(n, d, H, L, scales, seeds, floor_mult, seed, device, log=print) 
                         "r": tr["r"],
                         "res": tr["res"],
                         "floor_at": floor_index(tr["r"], floor),
+                        "growth": growth,
+                        "exploded": explosion.exploded(growth),
                     }
                 )
         log(f"curves at scale {s} done")

@@ -8,7 +8,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...book import checks
+from ...core import explosion
 from .verdicts import COLLAPSE_TOL
+
+
+def summarise_constructions(cons: list[dict]) -> dict:
+    """What the C2 verdict reads of a set of constructions: ``exact_all`` (every checkable case equal to 1
+    up to its round-off scale), ``cases`` (the checkable ones), ``worst_dev``."""
+    fams = ("zero values", "uniform attention", "residual-orthogonal values")
+    in_range = [r for r in cons if r["family"] in fams and r["checkable"]]
+    return {
+        "exact_all": all(r["exact"] for r in in_range),
+        "cases": len(in_range),
+        "worst_dev": max((abs(r["ratio"] - 1) for r in in_range), default=float("nan")),
+    }
 
 
 def record_constructions(ch, cons: list[dict], p) -> dict:
@@ -88,6 +101,20 @@ def record_skip_curves(ch, curves: list[dict]) -> dict:
     san_collapsed = sum(r["r"][-1] <= COLLAPSE_TOL for r in curves if not r["skip"])
     skip_collapsed = sum(r["r"][-1] <= COLLAPSE_TOL for r in curves if r["skip"])
     n_each = sum(1 for r in curves if r["skip"])
+    # one treatment of exploding networks (rankcollapse.core.explosion): counted apart, never as a collapse
+    # prevented, nor as a collapse
+    fam = {}
+    for tag, skip in (("san", False), ("skip", True)):
+        rs = [r for r in curves if r["skip"] == skip]
+        fam[f"{tag}_exploded"] = sum(r["exploded"] for r in rs)
+        fam[f"{tag}_collapsed_only"] = sum((not r["exploded"]) and r["r"][-1] <= COLLAPSE_TOL for r in rs)
+        fam[f"{tag}_kept"] = len(rs) - fam[f"{tag}_exploded"] - fam[f"{tag}_collapsed_only"]
+        for k in ("exploded", "collapsed_only", "kept"):
+            checks.count(ch, f"{tag}_{k}", fam[f"{tag}_{k}"], of=n_each, note=f"random networks: {k}")
+        ch.glue(
+            f"{tag}_exploded_scales",
+            ", ".join(f"{s:g}" for s in sorted({r["scale"] for r in rs if r["exploded"]})) or "none",
+        )
     checks.count(ch, "san_collapsed", san_collapsed, of=n_each, note="pure SANs ending collapsed")
     checks.count(ch, "skip_collapsed", skip_collapsed, of=n_each, note="SAN+skip networks ending collapsed")
     ch.value(
@@ -112,10 +139,12 @@ def record_skip_curves(ch, curves: list[dict]) -> dict:
     )
     ch.glue("n_each", n_each)
     ch.glue("collapse_tol", COLLAPSE_TOL)
+    ch.glue("explode", explosion.EXPLODE)
     skip_cs = {k.split("_")[1]: v for k, v in cs.items() if k.startswith("skip")}
     ch.glue("skip_r_L_medians", ", ".join(f"{v['r_L_median']:.2g}" for v in skip_cs.values()))
     ch.glue("skip_scales", ", ".join(skip_cs))
     return {
+        **fam,
         "san_collapsed": san_collapsed,
         "skip_collapsed": skip_collapsed,
         "n_each": n_each,

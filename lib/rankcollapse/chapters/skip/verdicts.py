@@ -8,10 +8,25 @@ evidence (:func:`q1_evidence`, :func:`q1_compare`), C2's control across the coun
 from __future__ import annotations
 
 from ...book import checks
+from ...core import explosion
 
 COLLAPSE_TOL = 1e-6  # r(X_L) at or below this counts as collapsed in (b): ten orders above float64 round-off
 
+C2_SUPPORT = 0.75  # C2: share of random networks keeping their rank at or above which it is supported
+C2_REFUTE = 0.25  # C2: share at or below which it is refuted
 RULE_C2 = (
+    "judged per network family (the SAN+skip networks decide; the same constructions and random "
+    "networks without skips are its control): every construction (zero values, uniform attention, "
+    "residual-orthogonal family) must keep ||res(X_L)||/||res(X)|| = 1 up to its round-off scale at "
+    "every depth and beta that stays in float range; at random initialisation (every weight scale of "
+    "the grid) a network has exploded "
+    f"when {explosion.TREATMENT.split('; ')[0].removeprefix('a network has exploded when ')}, is collapsed "
+    "when it did not explode and ends with relative r(X_L) <= 1e-6, and keeps its rank otherwise; an "
+    "exploded network is counted apart, never as a collapse prevented; with k the share of the family's "
+    f"random networks that keep their rank: refuted if a construction fails or k <= {C2_REFUTE}; supported "
+    f"if every construction holds and k >= {C2_SUPPORT}; inconclusive otherwise"
+)
+RULE_C2_OLD = (
     "supported if every construction (zero values, uniform attention, residual-orthogonal family) keeps "
     "||res(X_L)||/||res(X)|| = 1 up to its round-off scale at every depth and beta that stays in float "
     "range, AND at random initialisation no SAN+skip network ends with relative r(X_L) <= 1e-6 while most "
@@ -38,8 +53,32 @@ RULE_Q1_OLD = (
 
 
 def verdict_c2(evidence: dict) -> tuple[str, str]:
-    """C2 from ``construct_all_exact``, ``construct_cases``, ``san_collapsed``, ``skip_collapsed`` and
-    ``networks_per_variant``."""
+    """C2 for one network family from ``family`` (its name), ``construct_all_exact``, ``construct_cases``
+    and the random networks' ``networks`` (their count), ``kept``, ``collapsed``, ``exploded``."""
+    fam = evidence.get("family", "SAN+skip networks")
+    ok, n = evidence["construct_all_exact"], evidence["networks"]
+    kept, col, exp = evidence["kept"], evidence["collapsed"], evidence["exploded"]
+    cons = f"{'all' if ok else 'not all'} {evidence['construct_cases']} construction cases hold exactly"
+    counts = (
+        f"at random initialisation {kept} of {n} keep their rank, {col} collapse "
+        f"(r(X_L) <= {COLLAPSE_TOL:g}) and {exp} explode (growth > {explosion.EXPLODE:g}, counted apart, "
+        "not as prevention)"
+    )
+    text = f"For the {fam}: {cons}; {counts}"
+    k = kept / n if n else 0.0
+    if not n:
+        return "inconclusive", f"For the {fam}: {cons}, and no random network was run (0 networks)."
+    if not ok or k <= C2_REFUTE:
+        return "refuted", f"{text}: no prevention."
+    if k >= C2_SUPPORT:
+        return "supported", f"{text}: the collapse is prevented."
+    return "inconclusive", f"{text}: the networks split."
+
+
+def old_verdict_c2(evidence: dict) -> tuple[str, str]:
+    """C2's previous rule (:data:`RULE_C2_OLD`: an exploded network whose relative residual fell counted
+    as collapsed), kept to show its verdict beside the new one. Reads ``construct_all_exact``,
+    ``construct_cases``, ``san_collapsed``, ``skip_collapsed`` and ``networks_per_variant``."""
     ok, n = evidence["construct_all_exact"], evidence["networks_per_variant"]
     san, skip = evidence["san_collapsed"], evidence["skip_collapsed"]
     counts = (
@@ -113,42 +152,81 @@ VERDICTS = {"C2": verdict_c2, "Q1": verdict_q1}
 
 
 def c2_across_interval(ev: dict) -> dict:
-    """:func:`verdict_c2` with each collapsed count (the pure SANs', the SAN+skip networks', out of the
-    networks per variant) moved alone through its exact 95% interval
-    (:func:`rankcollapse.book.checks.across_interval`)."""
-    n = ev["networks_per_variant"]
-    counts = {
-        "pure SANs collapsed": (ev["san_collapsed"], n, checks.at_key("san_collapsed")),
-        "SAN+skip collapsed": (ev["skip_collapsed"], n, checks.at_key("skip_collapsed")),
-    }
+    """:func:`verdict_c2` with the count of networks keeping their rank (out of the family's networks) moved
+    through its exact 95% interval (:func:`rankcollapse.book.checks.across_interval`)."""
+    counts = {"SAN+skip networks keeping their rank": (ev["kept"], ev["networks"], checks.at_key("kept"))}
     return checks.across_interval(verdict_c2, ev, counts)
 
 
-def judge_c2(ch, cons: dict, curves: dict) -> str:
-    """Record the C2 verdict (:func:`verdict_c2`) from part (a)'s constructions (``cons``, as returned by
-    :func:`record_constructions`) and part (b)'s counts (``curves``, from :func:`record_skip_curves`); glue
-    ``c2_constructions``, "All" or "Not all" (of the constructions hold exactly). Returns the verdict."""
-    evidence = {
+C2_CONTROL_ON = (
+    "the pure SANs: the same constructions and the same random networks (seeds, weight scales) without "
+    "their skip connections"
+)
+
+
+def c2_family(cons: dict, curves: dict, skip: bool) -> dict:
+    """C2's evidence for one family from :func:`record_constructions`' summary ``cons`` of its constructions
+    and :func:`record_skip_curves`' ``curves``."""
+    tag = "skip" if skip else "san"
+    return {
+        "family": "SAN+skip networks" if skip else "pure SANs (no skip)",
         "construct_all_exact": cons["exact_all"],
         "construct_cases": cons["cases"],
         "construct_worst_dev": cons["worst_dev"],
-        "san_collapsed": curves["san_collapsed"],
-        "skip_collapsed": curves["skip_collapsed"],
-        "networks_per_variant": curves["n_each"],
+        "networks": curves["n_each"],
+        "kept": curves[f"{tag}_kept"],
+        "collapsed": curves[f"{tag}_collapsed_only"],
+        "exploded": curves[f"{tag}_exploded"],
+    }
+
+
+def judge_c2(ch, cons: dict, curves: dict, cons_noskip: dict | None = None) -> str:
+    """Record the C2 verdict (:func:`verdict_c2`) on the SAN+skip networks from part (a)'s constructions
+    (``cons``, as returned by :func:`record_constructions`) and part (b)'s counts (``curves``, from
+    :func:`record_skip_curves`), with its control (the same rule on the pure SANs: their constructions
+    ``cons_noskip``, :func:`summarise_constructions` of the constructions without skips, and their random
+    networks) and the previous rule's verdict beside; glue ``c2_constructions``, "All" or "Not all" (of the
+    constructions hold exactly). Returns the verdict."""
+    evidence = c2_family(cons, curves, True) | {
         "skip_r_L_min": curves["skip_r_L_min"],
         "skip_abs_ratio_min": curves["skip_abs_min"],
     }
     v, reason = verdict_c2(evidence)
+    if cons_noskip is not None:
+        vc, rc = verdict_c2(c2_family(cons_noskip, curves, False))
+    else:
+        vc, rc = "not run", "The constructions without skips were not run."
+    old_ev = {
+        "construct_all_exact": cons["exact_all"],
+        "construct_cases": cons["cases"],
+        "san_collapsed": curves["san_collapsed"],
+        "skip_collapsed": curves["skip_collapsed"],
+        "networks_per_variant": curves["n_each"],
+    }
+    old, old_reason = old_verdict_c2(old_ev)
     ch.glue("c2_reason", reason)
+    ch.glue("c2_control_reason", rc)
+    ch.value("c2_old_rule_verdict", old, note="the previous rule (exploded networks counted as collapsed)")
+    ch.glue("c2_old_rule", RULE_C2_OLD)
     across = c2_across_interval(evidence)
     ch.glue("c2_interval", checks.interval_text(across))
     c2 = ch.verdict(
         "C2",
         v,
         claim="skip connections prevent the collapse (Claim 3.1: parameterisations with "
-        "||res(X_L)|| >= ||res(X)|| exist for any depth and arbitrarily small beta)",
+        "||res(X_L)|| >= ||res(X)|| exist for any depth and arbitrarily small beta; constructions and "
+        "random initialisation, exploded networks counted apart)",
         rule=RULE_C2,
-        evidence=evidence | {"reason": reason, "across_interval": across},
+        evidence=evidence
+        | {
+            "reason": reason,
+            "across_interval": across,
+            "control": {"on": C2_CONTROL_ON, "verdict": vc, "reason": rc},
+            "old_verdict": old,
+            "old_reason": old_reason,
+            "rule_old": RULE_C2_OLD,
+            "old_evidence": old_ev,
+        },
     )
     ch.glue("c2_constructions", "All" if cons["exact_all"] else "Not all")
     return c2

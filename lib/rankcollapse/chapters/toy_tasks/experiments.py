@@ -1,8 +1,9 @@
 """Chapter `toy-tasks`, experiments: what is trained and computed, from the parameters. The circle
 dynamics of Figure 3 (:func:`circle_experiment`: train, roll out, classify each rollout) and the path
-effectiveness of Figure 4 (:func:`path_experiments`). Training goes through
-:mod:`rankcollapse.toy.training` (seeded, checkpointed, cached by content, the key naming this module);
-the networks are :class:`rankcollapse.toy.nets.ToyNet`; the data comes from :mod:`rankcollapse.toy.tasks`.
+effectiveness of Figure 4 (:func:`path_experiments`). The trained networks
+(configurations, losses, data and the training calls) are defined in :mod:`rankcollapse.toy.models`, whose
+key (:mod:`rankcollapse.toy.training`: seeded, checkpointed, cached by content) names that module and not
+this chapter's, so an edit of a rule here never retrains; the data comes from :mod:`rankcollapse.toy.tasks`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,21 @@ import torch
 
 from ...toy import nets as tn
 from ...toy import tasks as tt
-from ...toy.training import cached_train
+from ...toy.models import (  # noqa: F401 -- re-exported: the networks' definitions live in the library
+    RADIUS,
+    TASK_NAMES,
+    accuracy_of_labels,
+    ce_loss,
+    circle_config,
+    circle_step,
+    task_config,
+    task_data,
+    train_circle,
+    train_task,
+)
 
 TASKS = ("sort", "hull", "mem")
-TASK_NAMES = {"sort": "sort", "hull": "convex hull", "mem": "memorisation"}
 VARIANTS = ("attention", "mlp", "skip")
-RADIUS = 0.3
 
 
 # =====================================================================================================
@@ -34,54 +44,6 @@ def seeds_of(p, arch: str = "bert") -> list[int]:
 # =====================================================================================================
 # circle (Figure 3)
 # =====================================================================================================
-def circle_config(h: int, variant: str, arch: str = "bert") -> tn.ToyNetConfig:
-    """One attention layer of 2 heads on 2-D points, no positions. ``arch='bert'`` is the authors': the
-    input map followed by a LayerNorm, BERT's attention layer (output projection and a post-LayerNorm
-    residual in the hidden space), with ``mlp`` BERT's feed-forward block after it; ``'plain'`` is the
-    bare layer (no LayerNorm, no residual inside). The ``skip`` variant adds the skip in the points' own
-    space, ``x <- x + f(x)``."""
-    return tn.ToyNetConfig(
-        1, 2, h, 2, skip=(arch == "bert"), d_in=2, n_pos=0, mlp=(variant == "mlp"), final_ln=False, arch=arch
-    )
-
-
-def circle_step(cfg, p, X, variant):
-    """One step of the learned dynamics: ``f(X)``, or ``X + f(X)`` for the skip variant."""
-    out = tn.forward(cfg, p, X)
-    return X + out if variant == "skip" else out
-
-
-def train_circle(h, variant, arch, steps, lr, n, seed, cache, log):
-    cfg = circle_config(h, variant, arch)
-    X, Y = tt.circle_dataset(n, RADIUS)
-
-    def loss(p, batch):
-        return torch.mean((circle_step(cfg, p, X, variant) - Y) ** 2)
-
-    spec = {
-        "task": "circle",
-        "name": f"circle {arch} h={h} {variant} seed {seed}",
-        "cfg": cfg.as_dict(),
-        "n": n,
-        "radius": RADIUS,
-    }
-    r = cached_train(
-        spec,
-        lambda: tn.init_params(cfg, seed),
-        loss,
-        lambda g, s: None,
-        steps,
-        lr=lr,
-        seed=seed,
-        log=log,
-        cache_dir=cache,
-        log_every=steps,
-        clip=None,
-        code_modules=(__name__,),
-    )
-    return cfg, r
-
-
 @torch.no_grad()
 def rollout(cfg, p, variant, steps, start=None):
     """Apply the learned step recurrently from ``start`` (default ``(0.3, 0)`` and ``(-0.3, 0)``):
@@ -232,59 +194,6 @@ def circle_experiment(p, log=print) -> list[dict]:
 # =====================================================================================================
 # path effectiveness (Figure 4)
 # =====================================================================================================
-def task_config(task, p, arch: str = "bert") -> tn.ToyNetConfig:
-    """The SAN of a task: skips, no MLP, ``p.path_layers`` layers. ``arch='bert'`` (the authors'): input
-    LayerNorm and post-LN layers; ``'plain'``: no LayerNorm inside, a final one before the readout."""
-    L, ws, plain = p.path_layers, p.weight_scale, arch == "plain"
-    kw = dict(skip=True, weight_scale=ws, arch=arch, final_ln=plain)
-    if task == "sort":
-        return tn.ToyNetConfig(L, p.sort_heads, p.sort_d, 10, vocab=10, n_pos=8, **kw)
-    if task == "hull":
-        return tn.ToyNetConfig(L, p.hull_heads, p.hull_d, 2, d_in=2, **kw)
-    return tn.ToyNetConfig(L, p.mem_heads, p.mem_d, 2, vocab=p.mem_vocab, **kw)
-
-
-def task_data(task, p, seed):
-    """(batch_fn, evaluation inputs, evaluation labels, facts); ``facts['baseline']`` is the accuracy of
-    the best input-blind predictor: for sort the position-only prior (the most probable value of each
-    order statistic), for the hull the majority label, for memorisation 0.5."""
-    B = p.batch
-    if task == "sort":
-        X, Y = tt.sort_batch(torch.Generator().manual_seed(seed + 101), p.eval_size)
-        modes, pop = tt.sort_position_prior()
-        base = accuracy_of_labels(torch.tensor(modes).expand_as(Y), Y)
-        return (
-            (lambda g, s: tt.sort_batch(g, B)),
-            X,
-            Y,
-            {"baseline": base, "baseline_population": pop, "data": "fresh random sequences"},
-        )
-    if task == "hull":
-        X, Y = tt.hull_batch(torch.Generator().manual_seed(seed + 202), p.eval_size)
-        majority = float(max(Y.float().mean(), 1 - Y.float().mean()))
-        return (lambda g, s: tt.hull_batch(g, B)), X, Y, {"baseline": majority, "data": "fresh point sets"}
-    ids, labels, info = tt.memorisation_data(p.mem_seqs, p.mem_len, p.mem_vocab, seed + 303)
-
-    def batch_fn(g, s):
-        i = torch.randint(0, ids.shape[0], (min(B, ids.shape[0]),), generator=g)
-        return ids[i], labels[i]
-
-    return batch_fn, ids, labels, {"baseline": 0.5, **info, "data": "the training set itself"}
-
-
-def accuracy_of_labels(pred, y) -> float:
-    return float((pred == y).double().mean())
-
-
-def ce_loss(cfg):
-    def loss(p, batch):
-        x, y = batch
-        out = tn.forward(cfg, p, x)
-        return torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-
-    return loss
-
-
 def accuracy(logits, y) -> float:
     return accuracy_of_labels(logits.argmax(-1), y)
 
@@ -301,29 +210,7 @@ def l90_of(upto: list[float], full: float, baseline: float) -> int:
 
 
 def path_effectiveness(task, p, seed, arch, log=print) -> dict:
-    cfg = task_config(task, p, arch)
-    batch_fn, X, Y, info = task_data(task, p, seed)
-    steps = getattr(p, f"{task}_steps")
-    spec = {
-        "task": task,
-        "name": f"{TASK_NAMES[task]} {arch} seed {seed}",
-        "cfg": cfg.as_dict(),
-        "batch": p.batch,
-        "data": {k: getattr(p, k) for k in ("mem_seqs", "mem_len", "mem_vocab")} if task == "mem" else {},
-    }
-    lr = {"sort": p.lr, "hull": p.hull_lr, "mem": p.mem_lr}[task]
-    r = cached_train(
-        spec,
-        lambda: tn.init_params(cfg, seed),
-        ce_loss(cfg),
-        batch_fn,
-        steps,
-        lr=lr,
-        seed=seed,
-        log=log,
-        cache_dir=p.model_cache,
-        code_modules=(__name__,),
-    )
+    cfg, r, X, Y, info = train_task(task, p, seed, arch, log=log)
     upto, only, full = tn.path_restricted_logits(cfg, r.params, X)
     L = cfg.n_layers
     g = torch.Generator().manual_seed(seed + 404)

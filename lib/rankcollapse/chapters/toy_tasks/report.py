@@ -10,7 +10,7 @@ import numpy as np
 
 from ...book import checks
 from .experiments import CLASSES, COLLAPSE_SEP, TASK_NAMES, TASKS, VARIANTS
-from .verdicts import C2_MIN_A, _mean
+from .verdicts import C2_MARGIN, C2_MAX_KA, _mean
 
 # the authors' full-model token accuracy and the chance / majority level they quote (Dong et al. 2021,
 # Fig. 4)
@@ -69,7 +69,8 @@ def record_circle(ch, rows: list[dict], p) -> dict:
     ch.glue("circle_n_seeds_plain", p.n_seeds_plain)
     ch.glue("collapse_sep", COLLAPSE_SEP)
     ch.glue("circle_n_starts", p.circle_starts)
-    ch.glue("c2_min_a", C2_MIN_A)
+    ch.glue("c2_max_ka", C2_MAX_KA)
+    ch.glue("c2_margin", C2_MARGIN)
     return counts
 
 
