@@ -56,6 +56,8 @@ def test_compute_model_and_q2_identities():
     np.testing.assert_allclose(q["stated"] * q["H"], q["factor"], rtol=1e-12)
     assert (q["tightness"] <= 1 + 1e-9).all() and (q["tightness"] > 0).all()
     assert (q["cond_head_fitted"] <= q["cond_head"] * (1 + 1e-9)).all()
+    # no attention pattern gives more than 2 sqrt(n) ||W_h|| / ||res X||^2 (the written condition's ceiling)
+    assert (rmv.attention_bound(q) >= q["cond_head"] * (1 - 1e-9)).all()
     assert q["beta"].shape == (2, 2) and q["cond_head"].shape == (2, 2, 2)
     again = rme.compute_model(("init", "bert", 0), vars(p))
     assert again["summary"]["transformer"]["mean"] == s["transformer"]["mean"]  # seeded: bit-identical
@@ -95,6 +97,9 @@ def test_a_checkpoint_trained_here_is_a_model_of_its_own(tmp_path, monkeypatch):
     res = [rme.compute_model(s, vars(p)) for s in specs[:2]]
     assert [x["key"] for x in res] == ["bert_init", "bert_trained_s0"]
     assert res[1]["summary"]["_state"] == "trained" and res[1]["tokenizer"] == "own"
+    c = res[1]["q2"]["control"]  # Q2's control: the checkpoint's value maps scaled until the bound converges
+    assert c["k"] >= 0 and c["scaled"].max() < 1 and c["scaled"].shape == res[1]["q2"]["scaled"].shape
+    assert "control" not in res[0]["q2"]  # none at random init
     summ, qs, _ = rme.by_model(res)
     assert set(rmv.evidence_q2(qs)["trained"]) == {"bert_trained_s0"}
     table = rmr.table_verdicts_by_state(summ)
@@ -103,7 +108,7 @@ def test_a_checkpoint_trained_here_is_a_model_of_its_own(tmp_path, monkeypatch):
     assert len([a for a in fig.axes if a.get_visible()]) == 2  # init | trained here; no pretrained column
 
 
-def test_checkpoints_that_did_not_learn_are_left_out_of_the_verdicts_and_shown_apart():
+def test_checkpoints_that_did_not_learn_are_marked_and_counted():
     summ = {
         "bert_init": {"_state": "init", "_arch": "bert", "_seed": None},
         "bert_trained_s0": {"_state": "trained", "_arch": "bert", "_seed": 0},
@@ -111,14 +116,29 @@ def test_checkpoints_that_did_not_learn_are_left_out_of_the_verdicts_and_shown_a
     }
     for s in summ.values():
         for v in ("SAN", "SAN+MLP", "SAN+skip", "transformer"):
-            s[v] = {"collapse_layer": 2, "L": 4, "r0": 0.6, "r_final": 1e-8, "min_r": 0.5}
+            m = [0.6, 0.1, 1e-3, 1e-8, 1e-8]
+            s[v] = {"collapse_layer": 2, "L": 4, "r0": 0.6, "r_final": 1e-8, "min_r": 1e-8, "mean": m}
     trained = {
         ("bert", 0): {"heldout_loss": 2.9, "unigram_loss": 3.2},
         ("bert", 1): {"heldout_loss": 3.15, "unigram_loss": 3.2},  # 0.05 below: on the plateau
     }
     assert rmv.learned(trained[("bert", 0)]) and not rmv.learned(trained[("bert", 1)])
-    judged, out = rmv.split_learned(summ, trained)
-    assert out == ["bert_trained_s1"] and set(judged) == {"bert_init", "bert_trained_s0"}
-    assert [k for k, s in summ.items() if not s["_learned"]] == out  # marked once, read by figure and tables
+    assert rmv.mark_learned(summ, trained) == ["bert_trained_s1"]
+    assert [k for k, s in summ.items() if not s["_learned"]] == ["bert_trained_s1"]  # read by figure, tables
     table = rmr.table_verdicts_by_state(summ)
-    assert "| trained here | 1 |" in table and "| trained here, did not learn | 1 |" in table
+    assert (
+        "| trained here | 2 |" in table
+        and "| trained here, did not learn (counted above too) | 1 |" in table
+    )
+
+
+def test_value_maps_scaled_and_restored():
+    """Q2's control scales every layer's value map (so beta) by c and restores the weights bit for bit."""
+    p = params()
+    loaded = rme.load(("init", "bert", 0), p, "cpu")
+    before = [t.detach().clone() for t in loaded.model.parameters()]
+    b0 = rme.head_betas(rme.hm.head_weights(loaded.model, "bert")[0])
+    with rme.value_maps_scaled(loaded.model, "bert", 1e-3):
+        b1 = rme.head_betas(rme.hm.head_weights(loaded.model, "bert")[0])
+    np.testing.assert_allclose(b1, 1e-3 * b0, rtol=1e-5)
+    assert all((a == t).all() for a, t in zip(before, loaded.model.parameters()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -199,6 +200,8 @@ def compute_model(spec, params: dict, device: str = "cpu") -> dict:
         "_seed": spec[2][0] if spec[0] == "trained" else None,
     }
     q = q2_stats(loaded, ids[: p.q2_seq], p.batch, log=quiet)
+    if loaded.state != "init":  # Q2's control: the same checkpoint with its value maps scaled down
+        q["control"] = q2_control(loaded, ids[: p.q2_seq], p.batch, q)
     return {
         "key": model_key(spec),
         "summary": summ,
@@ -398,7 +401,64 @@ def q2_stats(loaded: hm.Loaded, ids: torch.Tensor, batch: int, log=print) -> dic
         "tightness": c["res_out"] / c["bound"],
         "res_in": c["res_in"],
         "res_out": c["res_out"],
+        "w_head": norm_1inf(torch.stack(maps)).numpy(),  # (L, H): ||W_V,h W_O,h||_{1,inf}
+        "n": int(ids.shape[1]),
     }
+
+
+def _value_params(model, arch: str) -> list[torch.Tensor]:
+    """The parameters of every distinct layer's value map: BERT and ALBERT the value projection's weight
+    and bias, XLNet ``rel_attn.v`` (no bias). Scaling them by c scales every ``W_V,h W_O,h`` by c."""
+    out = []
+    for lay in sg.layers_of(model, arch):
+        if arch == "bert":
+            lin = lay.attention.self.value
+        elif arch == "albert":
+            lin = lay.attention.value
+        else:
+            out.append(lay.rel_attn.v)
+            continue
+        out += [lin.weight] + ([lin.bias] if lin.bias is not None else [])
+    return out
+
+
+@contextmanager
+def value_maps_scaled(model, arch: str, c: float):
+    """The model with every layer's value map scaled by ``c`` (so beta scales by c; the a-priori gamma does
+    not depend on it), restored bit for bit on exit."""
+    ps = _value_params(model, arch)
+    saved = [t.detach().clone() for t in ps]
+    try:
+        with torch.no_grad():
+            for t in ps:
+                t.mul_(c)
+        yield model
+    finally:
+        with torch.no_grad():
+            for t, s0 in zip(ps, saved):
+                t.copy_(s0)
+
+
+Q2_CONTROL_TRIES = 4  # scales 10^-k tried from the predicted k upwards
+
+
+@torch.no_grad()
+def q2_control(loaded: hm.Loaded, ids: torch.Tensor, batch: int, q: dict) -> dict:
+    """Q2's control: the checkpoint with its value maps scaled by 10^-k and run again (every layer's input
+    and attention change with it), k the smallest integer for which the depth bound's condition f ||res
+    X||^2 < 1 holds on every layer and sequence. The search starts at the k that the unscaled run predicts
+    (f is linear in beta, so in the scale, at fixed inputs) and goes up while the rerun does not hold, at
+    most :data:`Q2_CONTROL_TRIES` scales. Returns ``k``, ``scaled`` and ``cond_head`` of the run at 10^-k,
+    and the largest value of every scale tried."""
+    k = max(0, math.floor(math.log10(float(q["scaled"].max()))) + 1)
+    tried = {}
+    for kk in range(k, k + Q2_CONTROL_TRIES):
+        with value_maps_scaled(loaded.model, loaded.arch, 10.0**-kk):
+            qc = q2_stats(loaded, ids, batch, log=lambda m: None)
+        tried[kk] = float(qc["scaled"].max())
+        if tried[kk] < 1:
+            break
+    return {"k": kk, "scaled": qc["scaled"], "cond_head": qc["cond_head"], "tried": tried}
 
 
 def q2_summary(q: dict) -> dict:

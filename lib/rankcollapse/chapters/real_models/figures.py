@@ -42,8 +42,8 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
     """Figure 2: one row per architecture; panels random init | trained here | pretrained checkpoint (the
     last column only where some architecture has one; an architecture without one has no panel there). Init
     and pretrained: mean over sequences ± one std (log axis: the 10–90 % band); trained here: the mean over
-    training seeds of each seed's mean curve, the band from the lowest to the highest seed, over the seeds
-    that learned (all of them, marked so, where none did; as marked by :func:`split_learned`). The
+    training seeds of each seed's mean curve, the band from the lowest to the highest seed, over every seed
+    (the title says how many learned, as marked by :func:`mark_learned`). The
     authors' approximate values as black-edged markers (their pretrained values on both trained columns)."""
     import matplotlib.pyplot as plt
 
@@ -62,7 +62,6 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
             ax = axes[i, j]
             keys = _keys(summ, arch, state)
             n_all = len(keys)
-            keys = [k for k in keys if k not in unlearned] or keys
             if not keys:
                 if state == "pretrained":  # no checkpoint for this architecture: no panel (see the caption)
                     ax.set_visible(False)
@@ -89,10 +88,9 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
                     x, np.maximum(lo, floor), np.maximum(hi, floor), color=VARIANT_COLOURS[v], alpha=0.2
                 )
             if keys:
-                none = state == "trained" and all(k in unlearned for k in keys)
                 lab = {
-                    "trained": f"{len(keys) if not none else 0} of {n_all} seeds learned"
-                    + (" (shown: did not learn)" if none else ""),
+                    "trained": f"{sum(k not in unlearned for k in keys)} of {n_all} seeds learned "
+                    "(all shown)",
                     "pretrained": summ[keys[0]]["_label"],
                 }.get(state)
                 ax.set_title(f"{ARCH_NAMES[arch]} {title}" + (f": {lab}" if lab else ""), fontsize=9)

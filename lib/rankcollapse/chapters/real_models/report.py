@@ -72,16 +72,16 @@ def table_training(trained: dict) -> str:
 
 def table_verdicts_by_state(summ: dict) -> str:
     """Markdown table: the rules of C1, C2 and C3 applied to the models of one kind of weights at a time
-    (random init, trained here, pretrained; the checkpoints trained here that did not learn, as marked by
-    :func:`split_learned`, in a row of their own), so a reader sees where trained and random weights
-    differ. The ledger's verdict is the rule over every model but the unlearned ones together."""
+    (random init, trained here, pretrained), so a reader sees where trained and random weights differ, and,
+    in a last row, to the checkpoints trained here that did not learn (as marked by :func:`mark_learned`;
+    they are counted in their state's row and in the ledger's verdict too). The ledger's verdict is the rule
+    over every model together."""
     unlearned = _unlearned(summ)
     rows = []
     groups = {
-        name: {k: s for k, s in summ.items() if s["_state"] == state and k not in unlearned}
-        for state, name in STATE_NAMES.items()
+        name: {k: s for k, s in summ.items() if s["_state"] == state} for state, name in STATE_NAMES.items()
     }
-    groups["trained here, did not learn"] = {k: summ[k] for k in unlearned}
+    groups["trained here, did not learn (counted above too)"] = {k: summ[k] for k in unlearned}
     for name, sub in groups.items():
         if not sub:
             continue
@@ -97,12 +97,13 @@ def glue_unlearned(ch, summ: dict) -> None:
     """Glue ``unl_sentence`` (Markdown): over the checkpoints trained here that did not learn, whether the
     two variants that keep the attention skip lost their residual (lowest mean r below :data:`COLLAPSED`),
     the unigram plateau seen as a collapse, or that every checkpoint learned; and how many models are
-    judged (``n_judged``) and left out (``n_unlearned``), as marked by :func:`split_learned`."""
+    judged (``n_judged``: every one) and how many of them did not learn (``n_unlearned``), as marked by
+    :func:`mark_learned`."""
     unlearned = _unlearned(summ)
-    ch.glue("n_judged", len(summ) - len(unlearned))
+    ch.glue("n_judged", len(summ))
     ch.glue("n_unlearned", len(unlearned))
     if not unlearned:
-        ch.glue("unl_sentence", "Every checkpoint trained in this build learned, so no row is left out.")
+        ch.glue("unl_sentence", "Every checkpoint trained in this build learned.")
         return
     lo = min(min(summ[k]["SAN+skip"]["min_r"], summ[k]["transformer"]["min_r"]) for k in unlearned)
     lost = lo < COLLAPSED
@@ -112,7 +113,9 @@ def glue_unlearned(ch, summ: dict) -> None:
         f"(the lowest mean $r$ of the two skip variants is {lo:.2g}, against the $10^{{-2}}$ of ≈0)"
         + (
             ": a trained network whose tokens all look alike, the state Part III calls a collapse, there "
-            "produced by weakening the skip, here by training that never left the unigram loss."
+            "produced by weakening the skip, here by training that never left the unigram loss. That is why "
+            "they count: sitting at the unigram loss is what a collapsed network does, so leaving them out "
+            "would select on the outcome."
             if lost
             else "."
         ),
@@ -120,7 +123,7 @@ def glue_unlearned(ch, summ: dict) -> None:
 
 
 def glue_trained(ch, summ: dict) -> None:
-    """Glue, over the checkpoints trained here in ``summ`` (the chapter passes those that learned), the
+    """Glue, over the checkpoints trained here in ``summ`` (every one, learned or not), the
     layer where the pure SAN and SAN+MLP first reach ≈0 (smallest and largest over architectures and seeds),
     and the ends of the two skip variants (range)."""
     tr = [s for s in summ.values() if s["_state"] == "trained"]
