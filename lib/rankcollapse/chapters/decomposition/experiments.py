@@ -170,6 +170,7 @@ def length_shares(L, H, n, d, scales, seeds, seed, device, log=print, skip=True)
                 "k90": k90,
                 "r_out": float(torch.linalg.matrix_norm(R) / torch.linalg.matrix_norm(Y)),
                 "growth": float(np.mean(growth)),
+                "layers": L,
             }
         )
         log(f"shares at scale {s}{'' if skip else ' without skips'} done (k90 = {k90})")

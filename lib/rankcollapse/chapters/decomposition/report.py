@@ -127,12 +127,15 @@ def record_shares(ch, shares: list[dict], p) -> dict:
     checks.count(ch, "c5_regime_count", len(reg), of=len(ev["scales"]), note="grid scales in the regime")
     ch.glue("c5_regime_md", _fmt([r["scale"] for r in reg]))
     ch.glue("c5_identity_md", _fmt([r["scale"] for r in ev["scales"] if r["trunc0"] <= IDENTITY_TOL]))
-    ch.glue("c5_explode_md", _fmt([r["scale"] for r in ev["scales"] if explosion.exploded(r["growth"])]))
+    ch.glue(
+        "c5_explode_md",
+        _fmt([r["scale"] for r in ev["scales"] if explosion.exploded(r["growth"], r.get("layers"))]),
+    )
     ch.glue("c5_holds_md", _fmt([r["scale"] for r in reg if c5_holds(r)]))
     checks.count(
         ch,
         "c5_exploded_count",
-        sum(explosion.exploded(r["growth"]) for r in ev["scales"]),
+        sum(explosion.exploded(r["growth"], r.get("layers")) for r in ev["scales"]),
         of=len(ev["scales"]),
         note="grid scales whose forward pass exploded (growth > 10): in the regime, counted as not holding",
     )

@@ -85,7 +85,7 @@ def c5_regime(scales: list[dict]) -> list[dict]:
 
 def c5_holds(r: dict) -> bool:
     """A scale holds: paths of length <= L/2 reproduce res(Y) to 10% and the forward pass did not explode."""
-    return not explosion.exploded(r["growth"]) and r["trunc_half"] <= IDENTITY_TOL
+    return not explosion.exploded(r["growth"], r.get("layers")) and r["trunc_half"] <= IDENTITY_TOL
 
 
 def verdict_c5(evidence: dict) -> tuple[str, str]:
@@ -96,7 +96,7 @@ def verdict_c5(evidence: dict) -> tuple[str, str]:
     nets = evidence.get("regime") or "random SANs with skips"
     reg = c5_regime(rows)
     low = [r["scale"] for r in rows if _identity(r)]
-    high = [r["scale"] for r in rows if explosion.exploded(r["growth"])]
+    high = [r["scale"] for r in rows if explosion.exploded(r["growth"], r.get("layers"))]
     where = (
         f"the identity path alone reproduces res(Y) at scales {_fmt(low)}; the forward pass explodes "
         f"(growth > {EXPLODE:g}) at {_fmt(high)}, counted as not holding"
@@ -110,7 +110,7 @@ def verdict_c5(evidence: dict) -> tuple[str, str]:
     span = f"{reg[0]['scale']:g} to {reg[-1]['scale']:g}"
     errs = ", ".join(
         f"{r['trunc_half']:.2g} at {r['scale']:g}"
-        + (" (exploded)" if explosion.exploded(r["growth"]) else "")
+        + (" (exploded)" if explosion.exploded(r["growth"], r.get("layers")) else "")
         for r in reg
     )
     text = (
@@ -128,7 +128,11 @@ def prev_verdict_c5(evidence: dict) -> tuple[str, str]:
     """C5's previous rule (:data:`RULE_C5_PREV`: exploded scales left out of the regime), kept to show its
     verdict on the same networks beside the new one."""
     L, rows = evidence["L"], sorted(evidence["scales"], key=lambda r: r["scale"])
-    reg = [r for r in rows if r["trunc0"] > IDENTITY_TOL and r["growth"] <= EXPLODE]
+    reg = [
+        r
+        for r in rows
+        if r["trunc0"] > IDENTITY_TOL and not explosion.exploded(r["growth"], r.get("layers"))
+    ]
     if len(reg) < 2:
         return "inconclusive", f"Only {len(reg)} scale(s) in the previous rule's regime."
     holds = [r for r in reg if r["trunc_half"] <= IDENTITY_TOL]

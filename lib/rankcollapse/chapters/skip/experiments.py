@@ -161,7 +161,7 @@ def skip_curves(n, d, H, L, scales, seeds, floor_mult, seed, device, log=print) 
                         "res": tr["res"],
                         "floor_at": floor_index(tr["r"], floor),
                         "growth": growth,
-                        "exploded": explosion.exploded(growth),
+                        "exploded": explosion.exploded(growth, L),
                     }
                 )
         log(f"curves at scale {s} done")

@@ -140,6 +140,8 @@ def record_skip_curves(ch, curves: list[dict]) -> dict:
     ch.glue("n_each", n_each)
     ch.glue("collapse_tol", COLLAPSE_TOL)
     ch.glue("explode", explosion.EXPLODE)
+    ch.glue("explode_depth", explosion.EXPLODE_DEPTH)
+    ch.glue("explode_per_layer", explosion.EXPLODE ** (1 / explosion.EXPLODE_DEPTH))
     skip_cs = {k.split("_")[1]: v for k, v in cs.items() if k.startswith("skip")}
     ch.glue("skip_r_L_medians", ", ".join(f"{v['r_L_median']:.2g}" for v in skip_cs.values()))
     ch.glue("skip_scales", ", ".join(skip_cs))

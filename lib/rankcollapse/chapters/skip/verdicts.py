@@ -61,8 +61,8 @@ def verdict_c2(evidence: dict) -> tuple[str, str]:
     cons = f"{'all' if ok else 'not all'} {evidence['construct_cases']} construction cases hold exactly"
     counts = (
         f"at random initialisation {kept} of {n} keep their rank, {col} collapse "
-        f"(r(X_L) <= {COLLAPSE_TOL:g}) and {exp} explode (growth > {explosion.EXPLODE:g}, counted apart, "
-        "not as prevention)"
+        f"(r(X_L) <= {COLLAPSE_TOL:g}) and {exp} explode (growth > {explosion.EXPLODE:g} per "
+        f"{explosion.EXPLODE_DEPTH} layers, counted apart, not as prevention)"
     )
     text = f"For the {fam}: {cons}; {counts}"
     k = kept / n if n else 0.0
