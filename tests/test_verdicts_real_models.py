@@ -140,7 +140,13 @@ class FakeCh:
     """Records what a judge glues, records and decides."""
 
     def __init__(self):
+        from types import SimpleNamespace
+
         self.glued, self.values, self.verdicts = {}, {}, {}
+        self.results = SimpleNamespace(values={})  # where checks marks a value's kind and lines
+
+    def _entry(self, name):
+        return self.results.values.setdefault(name, {})
 
     def glue(self, name, v):
         self.glued[name] = v
@@ -148,6 +154,7 @@ class FakeCh:
     def value(self, name, v, **kw):
         assert name not in self.values
         self.values[name] = v
+        self._entry(name)
         return v
 
     def verdict(self, cid, v, *, claim, rule, evidence):

@@ -45,15 +45,26 @@ def _limits(name: str, limits: Any) -> list[float]:
     return lims
 
 
-def against(ch, name: str, v: Any, *, limits: Any, note: str = "", glue: bool = True) -> Any:
+def against(
+    ch,
+    name: str,
+    v: Any,
+    *,
+    limits: Any,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+    note: str = "",
+    glue: bool = True,
+) -> Any:
     """Record ``v`` (a number, or numbers) that a verdict's rule, a caption or a sentence reads against the
     lines ``limits`` (its thresholds). Its tolerance on another machine is then never wider than its recorded
     distance to the nearest line (it is marked ``fragile`` where the spread measured between kernel variants
-    reaches that distance), and ``rcbook check`` also requires it on the same side of every line."""
+    reaches that distance), and ``rcbook check`` also requires it on the same side of every line. ``rtol``,
+    ``atol``: the chapter's own tolerance, a floor under the measured one (capped at the lines too)."""
     lims = _limits(name, limits)
     if not lims:
         raise ValueError(f"value '{name}': against() needs the lines a rule reads it against")
-    v = ch.value(name, v, note=note, glue=glue)
+    v = ch.value(name, v, rtol=rtol, atol=atol, note=note, glue=glue)
     _mark(ch, name, limits=lims)
     return v
 

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ...book import checks
 from ...hf import surgery as sg
 from .experiments import ARCH_NAMES, COLLAPSED
 from .verdicts import LEARNED_MARGIN, VERDICTS, _unlearned, evidence_c1, evidence_c2, evidence_c3, learned
@@ -171,12 +172,14 @@ def record_curves(ch, summ: dict) -> None:
                 atol=1e-4,
                 note="float32 forward through L layers; collapsed values sit at round-off, so atol 1e-4",
             )
-            ch.value(
+            checks.against(
+                ch,
                 f"collapse_layer_{tag}",
                 s[v]["collapse_layer"],
+                limits=(-0.5,),  # C1 reads "collapsed within the depth" (>= 0) against "never" (-1)
                 atol=1,
                 note="first layer with mean r < 1e-2 (-1: never); integer, may move by one on another "
-                "machine",
+                "machine, never across 'never'",
             )
     ch.value(
         "curves",

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from ...book import checks
 from .experiments import COLLAPSED
 
 # -- which checkpoints learned: shown (a column, a mark), never a reason to leave one out -----------------
@@ -486,9 +487,11 @@ def judge_c3(ch, summ: dict) -> str:
     (``c3_log_gap_<model>``, decades) and glue in how many models it exceeds the margin."""
     e3 = evidence_c3(summ)
     for k, e in e3.items():
-        ch.value(
+        checks.against(
+            ch,
             f"c3_log_gap_{k}",
             e["log_gap"],
+            limits=(C3_MARGIN,),
             atol=0.02,
             glue=False,
             note=f"mean over layers of log10 r(SAN+MLP) - log10 r(SAN), floored at {C3_FLOOR:g} (decades; "
