@@ -5,11 +5,20 @@ numbers for the prose, with the summary of the curves they read) and the frontie
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...book import checks
 from ...core import explosion
-from .verdicts import COLLAPSE_TOL
+from .verdicts import C2_REFUTE, C2_SUPPORT, COLLAPSE_TOL
+
+
+def kept_lines(n: int) -> tuple[float, ...]:
+    """The counts of networks kept, out of ``n``, between which C2's verdict changes: half a network above
+    the largest count C2 refutes on (share <= C2_REFUTE) and half below the smallest it supports on (share
+    >= C2_SUPPORT)."""
+    return (math.floor(C2_REFUTE * n + 1e-9) + 0.5, math.ceil(C2_SUPPORT * n - 1e-9) - 0.5) if n else ()
 
 
 def summarise_constructions(cons: list[dict]) -> dict:
@@ -110,7 +119,11 @@ def record_skip_curves(ch, curves: list[dict]) -> dict:
         fam[f"{tag}_collapsed_only"] = sum((not r["exploded"]) and r["r"][-1] <= COLLAPSE_TOL for r in rs)
         fam[f"{tag}_kept"] = len(rs) - fam[f"{tag}_exploded"] - fam[f"{tag}_collapsed_only"]
         for k in ("exploded", "collapsed_only", "kept"):
-            checks.count(ch, f"{tag}_{k}", fam[f"{tag}_{k}"], of=n_each, note=f"random networks: {k}")
+            # C2 reads the share kept against its two lines: at most C2_REFUTE refuted, at least C2_SUPPORT
+            lines = kept_lines(n_each) if k == "kept" else ()
+            checks.count(
+                ch, f"{tag}_{k}", fam[f"{tag}_{k}"], of=n_each, limits=lines, note=f"random networks: {k}"
+            )
         ch.glue(
             f"{tag}_exploded_scales",
             ", ".join(f"{s:g}" for s in sorted({r["scale"] for r in rs if r["exploded"]})) or "none",
