@@ -30,24 +30,36 @@ from .report import (
     table_rho,
 )
 from .verdicts import (
+    H2_MAX_RATE,
     RULE_H2,
     RULE_H2_CHANGE,
+    RULE_H2_FISHER,
     RULE_H2_ZERO,
+    SMOKE_VERDICT_NOTES,
     VERDICTS,
+    control_evidence,
+    detectable_rate,
     fisher_greater,
     h2_evidence,
     judge_h2,
     min_significant,
+    rate_bounds,
     verdict_h2,
+    verdict_h2_fisher,
     verdict_h2_zero,
 )
 
 __all__ = [
+    "H2_MAX_RATE",
     "RULE_H2",
     "RULE_H2_CHANGE",
+    "RULE_H2_FISHER",
     "RULE_H2_ZERO",
     "SCHEMA",
+    "SMOKE_VERDICT_NOTES",
     "VERDICTS",
+    "control_evidence",
+    "detectable_rate",
     "at_switch",
     "fig_after_switch",
     "fig_rho",
@@ -60,6 +72,7 @@ __all__ = [
     "loglog_slope",
     "loss_terms",
     "min_significant",
+    "rate_bounds",
     "record_events",
     "record_recovery",
     "record_synthetic",
@@ -72,6 +85,7 @@ __all__ = [
     "table_rho",
     "validate",
     "verdict_h2",
+    "verdict_h2_fisher",
     "verdict_h2_zero",
 ]
 
