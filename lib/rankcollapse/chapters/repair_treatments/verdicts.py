@@ -432,8 +432,8 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
         if not ex
         else f"{len(ex)} of {len(events)} events (seed{'s' if len(ex) > 1 else ''} "
         + ", ".join(f"{s} at {t:.2f}" for s, t in ex.items())
-        + f") have a literal threshold at or below the collapse threshold {p.threshold:g}: shown in the "
-        "table, not judged",
+        + f") {'has' if len(ex) == 1 else 'have'} a literal threshold at or below the collapse threshold "
+        f"{p.threshold:g}: shown in the table, not judged",
     )
     ev = h2_evidence(p, events, summary)
     v, reason = verdict_h2(ev)
