@@ -230,3 +230,29 @@ def test_status_page_says_the_profile_and_device_once(tmp_path):
     )
     page = build.status_page("smoke", tmp_path)
     assert "| device |" in page and "| cuda |" in page
+
+
+def test_papers_page_labels_the_reopening_factor_and_shows_figures_4_5_7_8():
+    """The reopening factor is Hofmann's Figure 2 (bottom); the knife-edge, Figures 7-8 and Figure 4's Q/K
+    values have rows, and Figure 8's ranking says whether it is reproduced."""
+    from rankcollapse.book import papers
+    from rankcollapse.chapters.repair_lr_burst.report import within_multiplier_spearman
+    from rankcollapse.chapters.repair_path.report import fig8_text
+
+    src = {pn.what: pn.source for pn in papers.NUMBERS}
+    assert src["rise of the Q/K gradient when the skip is restored"] == "Hofmann Fig. 2, bottom"
+    path = {pn.source: pn for pn in papers.NUMBERS if pn.chapter == "repair-path"}
+    fig8 = path["Hofmann Fig. 8"].ours({"predictor_spearman_time": {"value": 0.06}})
+    assert "not reproduced" in fig8[0] and "0.06" in fig8[0]
+    assert "not reproduced" in path["Hofmann Fig. 8"].ours({})[0]
+    assert "0.44" in path["Hofmann Fig. 7"].ours({"delay_spearman": {"value": 0.44}})[0]
+    knife = next(pn for pn in papers.NUMBERS if pn.source == "Hofmann Fig. 5, left")
+    assert knife.ours({"knife_alpha": {"value": {"0.02": 1.2, "0.05": 1.4, "0.1": 2.8}}})[1] == 0.05
+    assert knife.ours({"knife_alpha": {"value": {"0.02": 1.79}}})[0].startswith("none")
+    qk = [pn for pn in papers.NUMBERS if pn.source == "Hofmann Fig. 4, left"]
+    vals = {"qk_collapsed_burst_median": {"value": 2.9e-3}, "qk_healthy_median": {"value": 5.3e-2}}
+    assert len(qk) == 2 and qk[0].ours(vals)[0].startswith("0.0547")
+    assert fig8_text(-0.7).startswith("it is reproduced") and fig8_text(None).startswith("it is not")
+    rows = [(16.0, {"final_srank": x}) for x in (1.2, 1.5, 2.0, 2.5)] + [(32.0, {"final_srank": 1.1})]
+    txt = within_multiplier_spearman(rows, [1e-3, 2e-3, 3e-3, 4e-3, 1e-4])
+    assert "×16 1.00 (4 collapsed)" in txt and "×32 – (1 collapsed)" in txt

@@ -29,43 +29,43 @@ def _ev(rec=0, rev=6, n=6, rho=None, untreated=0, **per_term):
 
 CASES = {
     "H2": {
-        "supported": _ev(),
-        "refuted": _ev(hinge_4x=4),
-        "inconclusive": _ev(n=10, rev=10, hinge_4x=4),  # 4 of 10 against 0 of 10: Fisher p 0.043
+        "supported": _ev(n=7, rev=7, penalty_4x=1),  # the full record: 1 of 35, upper bound 12.9%
+        "refuted": _ev(n=7, rev=7, rec=2, hinge_4x=4),  # 12 of 35: lower bound 21% > 20%
+        "inconclusive": _ev(n=2, rev=2),  # the smoke record: 0 of 10, upper bound 25.9% > 20%
     }
 }
 
 
-def test_h2_supported_needs_the_positive_control_and_the_hinges_push():
+def test_h2_fisher_supported_needs_the_positive_control_and_the_hinges_push():
     # the reversed ramp recovers in half the events: enough; in fewer than half: not
-    assert trt.verdict_h2(_ev(rev=3))[0] == "supported"
-    v, why = trt.verdict_h2(_ev(rev=2))
+    assert trt.verdict_h2_fisher(_ev(rev=3))[0] == "supported"
+    v, why = trt.verdict_h2_fisher(_ev(rev=2))
     assert v == "inconclusive" and "positive control" in why and "2 of 6" in why
-    v, why = trt.verdict_h2(_ev(rev=None))
+    v, why = trt.verdict_h2_fisher(_ev(rev=None))
     assert v == "inconclusive" and "not run" in why
     # the hinge pushes no harder than 3x the penalty: no support, even with nothing recovered
     weak = dict(RHO, **{"hinge-1x": 0.05})
-    v, why = trt.verdict_h2(_ev(rho=weak))
+    v, why = trt.verdict_h2_fisher(_ev(rho=weak))
     assert v == "inconclusive" and "3x" in why
-    v, _ = trt.verdict_h2(_ev(rho={k: x for k, x in RHO.items() if k != "penalty-1x"}))
+    v, _ = trt.verdict_h2_fisher(_ev(rho={k: x for k, x in RHO.items() if k != "penalty-1x"}))
     assert v == "inconclusive"
 
 
-def test_h2_refutation_is_more_than_half_the_events_of_one_term():
-    assert trt.verdict_h2(_ev(cosine_1x=3))[0] != "refuted"  # half is not more than half
-    v, why = trt.verdict_h2(_ev(cosine_1x=4))
+def test_h2_fisher_refutation_is_more_than_half_the_events_of_one_term():
+    assert trt.verdict_h2_fisher(_ev(cosine_1x=3))[0] != "refuted"  # half is not more than half
+    v, why = trt.verdict_h2_fisher(_ev(cosine_1x=4))
     assert v == "refuted" and why.startswith("cosine-1x") and "4 of 6" in why
     # two events (smoke): a term must recover in both to refute
-    assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=1))[0] != "refuted"
-    assert trt.verdict_h2(_ev(n=2, rev=2, hinge_1x=2))[0] == "refuted"
+    assert trt.verdict_h2_fisher(_ev(n=2, rev=2, hinge_1x=1))[0] != "refuted"
+    assert trt.verdict_h2_fisher(_ev(n=2, rev=2, hinge_1x=2))[0] == "refuted"
     # a refutation does not need the positive control
-    assert trt.verdict_h2(_ev(rev=0, penalty_1x=6))[0] == "refuted"
-    v, why = trt.verdict_h2(_ev(n=0, rev=0))
+    assert trt.verdict_h2_fisher(_ev(rev=0, penalty_1x=6))[0] == "refuted"
+    v, why = trt.verdict_h2_fisher(_ev(n=0, rev=0))
     assert v == "inconclusive" and "0 events" in why
 
 
-def test_h2_reason_quotes_counts_with_denominators_on_one_line():
-    _, why = trt.verdict_h2(_ev())
+def test_h2_fisher_reason_quotes_counts_with_denominators_on_one_line():
+    _, why = trt.verdict_h2_fisher(_ev())
     assert "0 of 30 loss-term branches" in why and "reversed ramp 6 of 6 events" in why
     assert "14.5x" in why and "stricter threshold" in why and "\n" not in why
 
@@ -85,24 +85,37 @@ def test_the_literal_threshold_counts_a_branch_that_barely_moved():
     b = _branch([1.3] * 5 + [1.7] * 20)
     assert recovery(b["hist"], 1000, strict, k) is None
     assert recovery(b["hist"], 1000, literal, k) == 70  # the 5-median reaches 1.7 at the third 1.7
-    # six events, hinge-1x moves that far in four: strict supported, literal refuted
+    # six events, every term moves that far in four: strict supported, literal refuted
     assert trt.verdict_h2(_ev())[0] == "supported"
-    lit = _ev(hinge_1x=4) | {"threshold": "paper's literal"}
+    lit = _ev(rec=4) | {"threshold": "paper's literal"}
     v, why = trt.verdict_h2(lit)
     assert v == "refuted" and "paper's literal threshold" in why
 
 
-def test_h2_evidence_reads_both_thresholds_from_the_summary():
-    p = SimpleNamespace(treatments=list(TREATMENTS))
+def _rows(lit):
+    return [{"recovered_after": None, "recovered_after_literal": x} for x in lit]
+
+
+def test_h2_evidence_reads_both_thresholds_and_leaves_out_literal_thresholds_below_collapse():
+    """Two events: the first's literal threshold (1.55) lies above the collapse threshold, the second's
+    (1.33) below it. The strict counts come from the summary over both; the literal ones only from the
+    first event, the second listed as excluded."""
+    p = SimpleNamespace(treatments=list(TREATMENTS), threshold=1.5)
+    events = [{"seed": 0, "rec_threshold_literal": 1.55}, {"seed": 1, "rec_threshold_literal": 1.33}]
     summ = {
-        t: {"recovered": 0, "recovered_literal": 1, "rho_median": RHO.get(t), "events": 2}
+        t: {"recovered": 0, "recovered_literal": 1, "rho_median": RHO.get(t), "rows": _rows([None, 40])}
         for t in TREATMENTS
     }
-    summ["reversed-ramp"].update(recovered=2, recovered_literal=2)
-    strict = trt.h2_evidence(p, [{}, {}], summ)
-    lit = trt.h2_evidence(p, [{}, {}], summ, literal=True)
-    assert strict["recovered_by_term"]["hinge-1x"] == 0 and lit["recovered_by_term"]["hinge-1x"] == 1
-    assert trt.verdict_h2_zero(strict)[0] == "supported" and trt.verdict_h2_zero(lit)[0] == "inconclusive"
+    summ["hinge-4x"]["rows"] = _rows([20, 30])
+    summ["reversed-ramp"].update(recovered=2, recovered_literal=2, rows=_rows([100, 90]))
+    strict = trt.h2_evidence(p, events, summ)
+    lit = trt.h2_evidence(p, events, summ, literal=True)
+    assert strict["events"] == 2 and strict["recovered_by_term"]["hinge-1x"] == 0
+    assert lit["events"] == 1 and lit["excluded_seeds"] == {"1": 1.33}
+    assert lit["recovered_by_term"]["hinge-1x"] == 0 and lit["recovered_by_term"]["hinge-4x"] == 1
+    assert lit["untreated_recovered"] == 0 and lit["reversed_ramp_recovered"] == 1
+    assert trt.verdict_h2_zero(strict)[0] == "supported" and trt.verdict_h2_zero(lit)[0] == "refuted"
+    assert "excluded_seeds" not in strict
 
 
 def test_literal_position_phrase():
@@ -141,18 +154,22 @@ def test_h2_one_recovered_branch_does_not_decide_but_the_first_rule_did():
     avx512 = _ev(n=7, rev=7, penalty_4x=1)
     avx2 = _ev(n=8, rev=8)
     assert trt.verdict_h2_zero(avx512)[0] == "inconclusive" and trt.verdict_h2_zero(avx2)[0] == "supported"
+    assert trt.verdict_h2_fisher(avx512)[0] == trt.verdict_h2_fisher(avx2)[0] == "supported"
+    _, why = trt.verdict_h2_fisher(avx512)
+    assert "penalty-4x's 0.5" in why and "1 of 35" in why
+    # the pooled rule too: 1 of 35 (upper bound 12.9%) and 0 of 40 (7.2%) are both below the allowed 20%
     assert trt.verdict_h2(avx512)[0] == trt.verdict_h2(avx2)[0] == "supported"
     _, why = trt.verdict_h2(avx512)
-    assert "penalty-4x's 0.5" in why and "1 of 35" in why
+    assert "1 of 35 = 2.86%" in why and "0.146% to 12.9%" in why and "at most 20%" in why
 
 
-def test_h2_a_term_that_beats_the_untreated_is_not_support():
-    v, why = trt.verdict_h2(_ev(n=8, rev=8, hinge_1x=4))  # 4 of 8 against 0 of 8: p 0.038
+def test_h2_fisher_a_term_that_beats_the_untreated_is_not_support():
+    v, why = trt.verdict_h2_fisher(_ev(n=8, rev=8, hinge_1x=4))  # 4 of 8 against 0 of 8: p 0.038
     assert v == "inconclusive" and "hinge-1x recovered more often than the untreated" in why
-    assert trt.verdict_h2(_ev(n=8, rev=8, hinge_1x=4, untreated=2))[0] == "supported"  # p 0.30
-    assert trt.verdict_h2(_ev(n=8, rev=8, hinge_1x=3))[0] == "supported"  # p 0.10: not shown
+    assert trt.verdict_h2_fisher(_ev(n=8, rev=8, hinge_1x=4, untreated=2))[0] == "supported"  # p 0.30
+    assert trt.verdict_h2_fisher(_ev(n=8, rev=8, hinge_1x=3))[0] == "supported"  # p 0.10: not shown
     # without the negative control there is nothing to compare with
-    v, why = trt.verdict_h2(_ev(untreated=None))
+    v, why = trt.verdict_h2_fisher(_ev(untreated=None))
     assert v == "inconclusive" and "untreated control was not run" in why
     assert trt.verdict_h2_zero(_ev(untreated=None))[0] == "supported"  # the first rule did not ask
 
@@ -183,3 +200,135 @@ def test_h2_across_the_counts_intervals_both_outcomes():
     from rankcollapse.book import checks
 
     assert "reversed ramp at 3 of 7 instead of 4" in checks.interval_text(near)
+
+
+# -- the pooled rule (issue #42): bounds, the counts it decides at, its power, its control -----------------
+def test_rate_bounds_are_the_one_sided_clopper_pearson_bounds():
+    from scipy.stats import beta
+
+    lo, hi = trt.rate_bounds(0, 35)
+    assert lo == 0.0 and abs(hi - (1 - 0.05 ** (1 / 35))) < 1e-12
+    assert abs(trt.rate_bounds(7, 7)[0] - 0.05 ** (1 / 7)) < 1e-12 and trt.rate_bounds(7, 7)[1] == 1.0
+    lo, hi = trt.rate_bounds(3, 20)
+    assert abs(lo - beta.ppf(0.05, 3, 18)) < 1e-12 and abs(hi - beta.ppf(0.95, 4, 17)) < 1e-12
+
+
+def test_support_and_refute_counts():
+    assert trt.support_count(35) == 2 and trt.refute_count(35) == 12  # the full record's 35 branches
+    assert trt.support_count(40) == 3  # the paper's 0 of 40 would have been supported with room
+    assert trt.support_count(10) is None and trt.refute_count(10) == 5  # smoke: cannot support
+    assert trt.refute_count(35, untreated_rate=4 / 7) == 32  # the untreated's rate raises the line
+    assert trt.refute_count(1) is None and trt.support_count(0) is None
+    for n in (10, 35, 40):
+        ks, kr = trt.support_count(n), trt.refute_count(n)
+        assert ks is None or ks < kr  # the two lines never meet: a gap of 'inconclusive' between
+
+
+def test_detectable_rate_is_where_refutation_reaches_the_power():
+    from scipy.stats import binom
+
+    r = trt.detectable_rate(35)
+    k = trt.refute_count(35)
+    assert abs(binom.sf(k - 1, 35, r) - trt.H2_POWER) < 1e-9  # P(at least 12 of 35) = 0.8 there
+    assert binom.sf(k - 1, 35, r - 1e-4) < trt.H2_POWER  # and not below it
+    assert 0.39 < r < 0.41 and r > trt.H2_MAX_RATE
+    # a brute-force check on a grid: the first rate whose refutation probability reaches 0.8
+    grid = [i / 10000 for i in range(10001)]
+    first = next(x for x in grid if binom.sf(k - 1, 35, x) >= trt.H2_POWER)
+    assert abs(first - r) <= 1e-4
+    assert trt.detectable_rate(10) > trt.detectable_rate(35) > trt.detectable_rate(100)
+    assert trt.detectable_rate(35, untreated_rate=2 / 7) > r  # untreated recoveries cost power
+    assert trt.detectable_rate(1) is None
+
+
+def test_h2_pooled_refutation_is_beyond_the_untreated_control():
+    assert trt.verdict_h2(_ev(n=7, rev=7, rec=2, hinge_4x=4))[0] == "refuted"  # 12 of 35, untreated 0
+    v, why = trt.verdict_h2(_ev(n=7, rev=7, rec=2, hinge_4x=4, untreated=2))  # untreated 2 of 7: 29%
+    assert v == "inconclusive" and "12 of 35" in why
+    assert trt.verdict_h2(_ev(n=7, rev=7, rec=2, hinge_4x=4, untreated=None))[0] == "inconclusive"
+    # a refutation needs neither the positive control nor the hinge's push
+    assert trt.verdict_h2(_ev(n=7, rev=0, rec=3, rho={}))[0] == "refuted"
+
+
+def test_h2_pooled_support_needs_the_bound_the_positive_control_and_the_push():
+    assert trt.verdict_h2(_ev(n=7, rev=7, rec=0, hinge_1x=2))[0] == "supported"  # 2 of 35: upper 17.9%
+    v, why = trt.verdict_h2(_ev(n=7, rev=7, rec=0, hinge_1x=3))  # 3 of 35: upper 21%
+    assert v == "inconclusive" and "exceeds the allowed 20%" in why
+    v, why = trt.verdict_h2(_ev(n=7, rev=1))  # the ramp's lower bound 0.7%: the rule could not refute it
+    assert v == "inconclusive" and "positive control" in why
+    v, why = trt.verdict_h2(_ev(n=7, rev=7, untreated=None))
+    assert v == "inconclusive" and "untreated control was not run" in why
+    v, why = trt.verdict_h2(_ev(n=7, rev=7, rho=dict(RHO, **{"hinge-1x": 0.05})))
+    assert v == "inconclusive" and "3x" in why
+    v, why = trt.verdict_h2(_ev(n=0, rev=0))
+    assert v == "inconclusive" and "0 events" in why
+
+
+def test_h2_control_is_the_reversed_ramp_under_the_same_rule():
+    full = _ev(n=7, rev=7, penalty_4x=1)
+    ctl = trt.control_evidence(full)
+    assert ctl["recovered_by_term"] == {"reversed-ramp": 7} and full["recovered_by_term"]["penalty-4x"] == 1
+    v, why = trt.verdict_h2(ctl)
+    assert v == "refuted" and "7 of 7 reversed-ramp branches" in why and "65.2%" in why
+    assert trt.verdict_h2(trt.control_evidence(_ev(n=2, rev=2)))[0] == "refuted"  # smoke: lower 22.4%
+    assert trt.verdict_h2(trt.control_evidence(_ev(n=7, rev=1)))[0] == "inconclusive"
+    assert trt.verdict_h2(trt.control_evidence(_ev(n=7, rev=None)))[0] == "inconclusive"
+
+
+class _Ch:
+    def __init__(self):
+        self.values, self.glued, self.verdicts = {}, {}, {}
+
+    def value(self, name, v, **kw):
+        self.values[name] = v
+        if kw.get("glue", True):
+            self.glued[name] = v
+        return v
+
+    def glue(self, name, v):
+        self.glued[name] = v
+
+    def verdict(self, cid, v, *, claim, rule, evidence):
+        self.verdicts[cid] = {"verdict": v, "rule": rule, "evidence": evidence}
+        return v
+
+
+def _summary(n, recovered, literal_rows):
+    """A summary of ``n`` events: ``recovered`` per treatment (strict), the literal recoveries per event."""
+    out = {}
+    for t in TREATMENTS:
+        out[t] = {
+            "recovered": recovered.get(t, 0),
+            "rho_median": RHO.get(t),
+            "calib_error": 0.0,
+            "rows": _rows(literal_rows.get(t, [None] * n)),
+            "events": n,
+        }
+    return out
+
+
+def test_judge_h2_records_the_control_beside_the_verdict_and_the_earlier_rules():
+    p = SimpleNamespace(treatments=list(TREATMENTS), threshold=1.5)
+    lits = [1.68, 1.34, 1.80, 1.51, 1.48, 1.41, 1.46]  # the full record's literal thresholds
+    events = [{"seed": s, "rec_threshold_literal": x} for s, x in enumerate(lits)]
+    summ = _summary(7, {"penalty-4x": 1, "reversed-ramp": 7}, {"hinge-4x": [10, 0, None, 90, 0, 0, 0]})
+    ch = _Ch()
+    assert trt.judge_h2(ch, p, events, summ) == "supported"
+    ev = ch.verdicts["H2"]["evidence"]
+    assert ch.verdicts["H2"]["rule"] == trt.RULE_H2
+    assert ev["control"]["verdict"] == "refuted" and "reversed ramp" in ev["control"]["on"]
+    assert ev["control"]["reason"].startswith("the reversed-ramp branches recover")
+    assert ev["fisher_rule"]["verdict"] == "supported" and ev["fisher_rule"]["rule"] == trt.RULE_H2_FISHER
+    assert ev["first_rule"]["verdict"] == "inconclusive"
+    assert ev["pooled"]["recovered"] == 1 and ev["pooled"]["branches"] == 35
+    assert ev["max_rate"] == trt.H2_MAX_RATE and abs(ev["detectable_rate"] - trt.detectable_rate(35)) < 1e-12
+    # the literal judgement: the four events at or below 1.5 are shown, not judged; hinge-4x 2 of 3
+    assert ev["literal"]["events"] == 3 and set(ev["literal"]["excluded_seeds"]) == {"1", "4", "5", "6"}
+    assert ev["literal"]["recovered_by_term"]["hinge-4x"] == 2
+    assert ch.values["h2_verdict_literal"] == ev["literal"]["verdict"]
+    assert ch.glued["h2_control_verdict"] == "refuted" and ch.glued["h2_branches"] == 35
+    assert (
+        "4 of 7 events" in ch.glued["h2_literal_excluded"]
+        and "seeds 1 at 1.34" in ch.glued["h2_literal_excluded"]
+    )
+    assert "supported at up to 2 recoveries, refuted from 12" in ch.glued["h2_power"]

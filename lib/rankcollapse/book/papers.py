@@ -165,6 +165,40 @@ def ratio_of(a: str, b: str) -> Callable[[dict], Ours | None]:
     return f
 
 
+COLLAPSE_SRANK = 1.5  # the specification's collapse threshold on the last block's srank
+
+
+def knife_edge(values) -> Ours | None:
+    """The largest floor alpha_min of the knife-edge grid (first seed, main depth) whose final srank is below
+    the collapse threshold, with the grid's final sranks."""
+    ka = _v(values, "knife_alpha") or {}
+    fin = {float(a): x for a, x in ka.items() if _num(x)}
+    if not fin:
+        return None
+    grid = ", ".join(f"{a:g}: {x:.2f}" for a, x in sorted(fin.items()))
+    col = [a for a, x in fin.items() if x < COLLAPSE_SRANK]
+    if not col:
+        return (f"none of the floors collapses (final srank per α_min: {grid})", None)
+    return (f"α_min ≤ {max(col):g} (final srank per α_min: {grid})", max(col))
+
+
+def ranking(key: str, what: str, sign: int | None, line: float = 0.5) -> Callable[[dict], Ours | None]:
+    """A Spearman correlation the paper's figure shows as a ranking (``sign`` its direction), with whether
+    this build reproduces it: at least ``line`` in that direction (``sign`` None: shown, judged on the
+    chapter's page by its own rule)."""
+
+    def f(values):
+        x = _v(values, key)
+        if not _num(x):
+            return ("not computed (too few points)" + ("" if sign is None else ": not reproduced"), None)
+        if sign is None:
+            return (f"Spearman {x:.2f} {what}", None)
+        ok = sign * x >= line
+        return (f"Spearman {x:.2f} {what}: {'reproduced' if ok else 'not reproduced'}", None)
+
+    return f
+
+
 LM = (
     "byte-level LM on the stdlib sources, width 48, context 32, depth 12 "
     "(paper: GPT-2 vocabulary, width 128, context 256)"
@@ -389,6 +423,15 @@ NUMBERS: list[PaperNumber] = [
         range_of("healthy_entropy"),
         LM,
     ),
+    PaperNumber(
+        "repair-driver",
+        "Hofmann Fig. 5, left",
+        "knife-edge: the floors α_min that collapse at depth 12",
+        "only α_min ≤ 0.02",
+        0.02,
+        knife_edge,
+        LM + "; first seed only; the smoke profile's floor and ramp differ",
+    ),
     *[
         PaperNumber(
             "repair-treatments",
@@ -481,7 +524,7 @@ NUMBERS: list[PaperNumber] = [
     ),
     PaperNumber(
         "repair-path",
-        "Hofmann Fig. 3",
+        "Hofmann Fig. 2, bottom",
         "rise of the Q/K gradient when the skip is restored",
         "≈1e7",
         1e7,
@@ -518,6 +561,24 @@ NUMBERS: list[PaperNumber] = [
     ],
     PaperNumber(
         "repair-path",
+        "Hofmann Fig. 7",
+        "delayed switches: the longer collapsed, the slower or rarer the recovery",
+        "slower or rarer (a trend, no single number)",
+        None,
+        ranking("delay_spearman", "of the delay with the (censored) recovery time (H5 judges it)", None),
+        LM + "; delays scaled to the branch length",
+    ),
+    PaperNumber(
+        "repair-path",
+        "Hofmann Fig. 8",
+        "the predictor (median Q/K gradient right after the switch) ranks recovery times",
+        "ranked (a larger gradient, a faster recovery)",
+        None,
+        ranking("predictor_spearman_time", "with the recovered switches' recovery time", -1),
+        LM + "; within each switch scale; reproduced here means a Spearman of -0.5 or below",
+    ),
+    PaperNumber(
+        "repair-path",
         "Hofmann §7",
         "hysteresis: α at recovery over α at collapse (reversed ramp)",
         "≥ 12",
@@ -551,6 +612,24 @@ NUMBERS: list[PaperNumber] = [
         0.0,
         burst("32"),
         LM + "; depth 12 here",
+    ),
+    PaperNumber(
+        "repair-lr-burst",
+        "Hofmann Fig. 4, left",
+        "Q/K gradient right after a collapsing burst, over the healthy network's",
+        "open (no single number)",
+        None,
+        ratio_of("qk_collapsed_burst_median", "qk_healthy_median"),
+        LM + "; medians over the collapsed bursts and the healthy parents",
+    ),
+    PaperNumber(
+        "repair-lr-burst",
+        "Hofmann Fig. 4, left",
+        "Q/K gradient at the skip collapse, over the healthy network's",
+        "closed (below 1e-6 everywhere, Fig. 2)",
+        None,
+        ratio_of("qk_skip_median", "qk_healthy_median"),
+        LM + "; the skip-collapsed networks of repair-driver, medians",
     ),
     PaperNumber(
         "repair-lr-burst",

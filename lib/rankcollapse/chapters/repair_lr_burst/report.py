@@ -336,6 +336,7 @@ def record_qk(ch, p, qk: dict, sm: dict, ext_rec: dict) -> dict:
         "None: < 4 or constant",
     )
     ch.glue("qk_spearman_txt", "–" if rho_qk is None else f"{rho_qk:.2f}")
+    ch.glue("qk_spearman_within", within_multiplier_spearman(col_rows, col_qk))
     return {
         "skip": qk_skip,
         "skip_by_seed": {str(s): v for s, v in qk["skip"].items()},
@@ -367,3 +368,17 @@ def record_loss_gaps(ch, p, sm: dict, path: dict, ext_rec: dict) -> list:
     ch.glue("gap_all_hi", float(max(all_gaps)))
     ch.glue("gap_by_mult", "; ".join(f"×{m:g}: {sm[m]['loss_gap']:.3f}" for m in p.multipliers))
     return rec_gaps
+
+
+def within_multiplier_spearman(col_rows: list, col_qk: list) -> str:
+    """The Spearman correlation of the Q/K gradient after the burst with the final srank within each
+    multiplier (the pooled one mixes multipliers, which move both), as a phrase: per multiplier with at
+    least four collapsed bursts and neither side constant, else why not."""
+    parts = []
+    for m in dict.fromkeys(m for m, _ in col_rows):
+        idx = [i for i, (mm, _) in enumerate(col_rows) if mm == m]
+        rho = spearman([col_qk[i] for i in idx], [col_rows[i][1]["final_srank"] for i in idx])
+        parts.append(f"×{m:g} {'–' if rho is None else f'{rho:.2f}'} ({len(idx)} collapsed)")
+    if not parts:
+        return "not computed: no burst collapsed"
+    return "; ".join(parts) + " (a dash: fewer than four collapsed bursts, or a constant side)"

@@ -705,7 +705,8 @@ def table_delayed(rows: list[dict]) -> str:
 def record_predictor(ch, rows: list[dict], split: dict) -> None:
     """Record the predictor per switch, the thresholds fitted on the development seeds (at the lowest delayed
     alpha and pooled) with their held-out accuracy, and the predictor's Spearman correlations with recovery
-    and recovery time; glue those correlations (``"not computed"`` where too few points)."""
+    and recovery time; glue those correlations (``"not computed"`` where too few points) and whether the
+    paper's Figure 8 ranking of recovery times is reproduced (``pred_fig8``, :func:`fig8_text`)."""
     checks.in_decades(
         ch,
         "predictor_values",
@@ -754,6 +755,26 @@ def record_predictor(ch, rows: list[dict], split: dict) -> None:
     )
     for key in ("spearman_recovery", "spearman_time"):
         ch.glue(f"pred_{key}", "not computed" if split[key] is None else f"{split[key]:.2f}")
+    ch.glue("pred_fig8", fig8_text(split["spearman_time"]))
+
+
+FIG8_LINE = (
+    -0.5
+)  # the paper's Figure 8 ranking is reproduced when the predictor's Spearman with time is below
+
+
+def fig8_text(rho: float | None) -> str:
+    """Whether the paper's Figure 8 ranking (a larger Q/K gradient right after the switch, a faster
+    recovery) is reproduced: the predictor's Spearman correlation with the recovered switches' recovery time
+    at or below :data:`FIG8_LINE`."""
+    if rho is None:
+        return "it is not reproduced: too few recovered switches to rank"
+    if rho <= FIG8_LINE:
+        return f"it is reproduced: the Spearman correlation with recovery time is {rho:.2f}"
+    return (
+        f"it is not reproduced: the Spearman correlation with recovery time is {rho:.2f}, not "
+        f"{FIG8_LINE:g} or below"
+    )
 
 
 def table_predictor(split: dict) -> str:

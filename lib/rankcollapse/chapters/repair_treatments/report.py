@@ -15,7 +15,7 @@ from ...book.html_tables import html_table
 from ...repair.spec import StudySpec
 from ...repair.treatments import branch_spec
 from .experiments import loglog_slope, loss_terms
-from .verdicts import CALIB_CHECK
+from .verdicts import CALIB_CHECK, literal_events
 
 # the paper's Table 2 (median, range low, range high, clip fraction) and its outcome: 0/8 recovered for terms
 PAPER_TABLE2 = {
@@ -151,12 +151,68 @@ def record_recovery(ch, p, study: StudySpec, summary: dict) -> None:
     ch.glue("untreated_recovered_literal", un["recovered_literal"] if un else 0)
 
 
-def table_recovery(p, summary: dict) -> str:
+def term_recoveries(p, events: list[dict], summary: dict) -> str:
+    """The loss-term branches that recovered under the stricter threshold, each with its event's numbers
+    (steps to recovery, final srank against the healthy srank and the recovery threshold, what the same
+    event's untreated branch and other loss terms did), as a phrase for the page."""
+    terms = loss_terms(p)
+    found = []
+    for i, e in enumerate(events):
+        for t in terms:
+            r = summary[t]["rows"][i]
+            if r["recovered_after"] is None:
+                continue
+            others = [summary[o]["rows"][i] for o in terms if o != t]
+            n_other = sum(o["recovered_after"] is not None for o in others)
+            fin = [o["final_srank"] for o in others]
+            un = summary.get("untreated")
+            side = "above" if r["final_srank"] > e["healthy_srank"] else "below"
+            txt = (
+                f"seed {e['seed']}'s {t} branch, {r['recovered_after']} steps after the switch, ending at "
+                f"srank {r['final_srank']:.2f} ({side} its healthy network's {e['healthy_srank']:.2f} "
+                f"at the switch; recovery threshold {e['rec_threshold']:.2f})"
+            )
+            if un:
+                txt += (
+                    f"; in the same event the untreated branch ended at {un['rows'][i]['final_srank']:.2f}"
+                )
+            if others:
+                txt += f" and the other {len(others)} loss terms at {min(fin):.2f}–{max(fin):.2f}, " + (
+                    f"{n_other} of them recovered" if n_other else "none of them recovered"
+                )
+            found.append(txt)
+    if not found:
+        return "no loss-term branch recovered under the stricter threshold"
+    head = (
+        "one loss-term branch recovered" if len(found) == 1 else f"{len(found)} loss-term branches recovered"
+    )
+    return f"{head}: " + "; ".join(found)
+
+
+def record_term_recoveries(ch, p, events: list[dict], summary: dict) -> None:
+    """Glue the loss-term branches that recovered, with their events' numbers (:func:`term_recoveries`), as
+    ``h2_recoveries``."""
+    ch.glue("h2_recoveries", term_recoveries(p, events, summary))
+
+
+def table_recovery(p, summary: dict, events: list[dict] | None = None) -> str:
     """HTML table: events recovered per treatment under the book's stricter threshold (which decides H2)
-    and under the paper's literal one (half the healthy srank), with the final srank."""
+    and under the paper's literal one (half the healthy srank; with ``events``, also over the events whose
+    literal threshold lies above the collapse threshold, the ones H2 is judged on under it), with the
+    final srank."""
 
     def _steps(rows, key):
         return ", ".join("–" if r[key] is None else str(r[key]) for r in rows)
+
+    keep = literal_events(p, events)[0] if events else None
+
+    def _literal(t):
+        s = summary[t]
+        text = f"{s['recovered_literal']} of {s['events']}"
+        if keep is not None:
+            k = sum(s["rows"][i]["recovered_after_literal"] is not None for i in keep)
+            text += f" ({k} of {len(keep)} above the collapse line)"
+        return text
 
     return html_table(
         [
@@ -172,7 +228,7 @@ def table_recovery(p, summary: dict) -> str:
                 t,
                 f"{summary[t]['recovered']} of {summary[t]['events']}",
                 _steps(summary[t]["rows"], "recovered_after"),
-                f"{summary[t]['recovered_literal']} of {summary[t]['events']}",
+                _literal(t),
                 _steps(summary[t]["rows"], "recovered_after_literal"),
                 ", ".join(f"{r['final_srank']:.2f}" for r in summary[t]["rows"]),
             ]
