@@ -469,7 +469,14 @@ def judge_c2(ch, summ: dict) -> str:
     e2 = evidence_c2(summ)
     ch.glue("c2_kept", sum(min(e.values()) >= COLLAPSED for e in e2.values()))
     unl = _unlearned(summ)
-    ch.glue("c2_unlearned_lost", sum(min(e2[k].values()) < COLLAPSED for k in unl))
+    lost = sum(min(e2[k].values()) < COLLAPSED for k in unl)
+    ch.glue("c2_unlearned_lost", lost)
+    ch.glue(
+        "c2_unlearned_text",
+        f"{lost} of the {len(unl)} that did not learn lost their residual with the skip in place"
+        if unl
+        else "every checkpoint of this run learned, so here the two rules read the same models",
+    )
     ctrl = control(
         f"the SAN and SAN+MLP variants (attention skip removed) of the same {len(summ)} models",
         verdict_c2,
