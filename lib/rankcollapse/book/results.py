@@ -96,9 +96,9 @@ def control_entry(claim_id: str, verdict: str, ctl: Any) -> dict | None:
     rule's outcome on it, "reason": the rule's reason there}``), with ``counts``: whether the claim's verdict
     counts as evidence, that is, whether the same rule gave another outcome on the control. ``None`` when the
     judge named no control."""
-    if ctl is None:
-        return None
-    if not isinstance(ctl, dict) or not {"on", "verdict"} <= set(ctl):
+    if not isinstance(ctl, dict) or not ({"on", "verdict"} & set(ctl)):
+        return None  # no control named (a chapter's own 'control' data, such as a list of control runs)
+    if not {"on", "verdict"} <= set(ctl):
         raise ValueError(f"verdict {claim_id}: a control needs 'on' and 'verdict', not {ctl!r}")
     if ctl["verdict"] not in VERDICTS:
         raise ValueError(f"verdict {claim_id}: the control's verdict must be one of {VERDICTS}")
