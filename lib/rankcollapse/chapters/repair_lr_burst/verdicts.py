@@ -61,9 +61,7 @@ RULE_H6_CHANGE_SETTLE = (
 )
 
 
-H6_CONTROL_ON = (
-    "the settled skip collapses of the drivers (the same rule; their path closed by the weakened skip)"
-)
+H6_CONTROL_ON = "the drivers' settled skip collapses, whose path the weakened skip closes"
 
 
 RULE_H7 = (
@@ -90,8 +88,8 @@ RULE_H7_CHANGE = (
 
 
 H7_CONTROL_ON = (
-    "the bursts that did not settle, each against its similar-size neighbours that did not settle "
-    "(itself left out): the same rule where the collapse is absent"
+    "the bursts that did not settle, each against its similar-size neighbours that did not settle, "
+    "itself left out: the same rule where the collapse is absent"
 )
 
 
@@ -803,5 +801,6 @@ def judge_h6_h7(
     ch.glue("h7_old_verdict", old7)
     ch.glue("h7_old_reason", old_why7)
     ch.glue("h7_rule_change", RULE_H7_CHANGE)
+    ch.glue("h7_support", H7_SUPPORT)
     ch.glue("rule7", RULE_H7)
     ch.glue("old_rule7", RULE_H7_OLD)
