@@ -55,21 +55,40 @@ def test_rec_threshold_and_joined_history():
 
 
 def test_summarise_run_gap_and_fields():
-    p = SimpleNamespace(burst_steps=20, threshold=1.5, recover_frac=0.5, recover_window=1)
+    p = SimpleNamespace(
+        burst_steps=20, threshold=1.5, recover_frac=0.5, recover_window=1, window=1, settle_steps=20
+    )
     h = hist(100, [3.0, 1.4, 1.0, 1.2, 2.5, 2.6])
     c = hist(100, [3.0, 3.0, 3.5, 3.5, 3.5, 3.5])
     r = experiments.summarise_run(p, h, 100, c, final_loss=2.5, control_final_loss=2.2)
     assert r["collapsed"] and r["collapse_after"] == 10 and r["min_srank"] == 1.0
     assert r["rec_threshold"] == pytest.approx(2.5) and r["recovered_after"] == 20
     assert r["final_srank"] == 2.6 and r["loss_gap"] == pytest.approx(0.3)
+    # the settling rule beside: first crossing at 110, still below 20 steps later (130): settled
+    assert r["settle"] == "settled" and r["settled_after"] == 30 and r["dips"] == []
+    assert r["recovered_untreated"] == 20 and not r["back_in_burst"]
+    # a one-measurement dip that is back at 2.5 20 steps later: transient, not a collapse, though the
+    # rolling median (k = 1) counted it as one
+    t = experiments.summarise_run(
+        p, hist(100, [3.0, 1.4, 2.0, 2.6, 2.6, 2.6]), 100, c, final_loss=2.3, control_final_loss=2.2
+    )
+    assert t["collapsed"] and t["settle"] == "transient" and t["recovered_untreated"] is None
 
 
 def test_verdict_rules_take_evidence_dicts():
     # the outcomes and edge cases are in tests/test_verdicts_repair_lr_burst.py; here the registry
     assert set(verdicts.VERDICTS) == {"H6", "H7"}
-    ev = {"qk_collapsed": [], "recovered": [], "qk_skip": 1e-10, "qk_healthy": 1e-2, "n_bursts": 4}
+    ev = {
+        "qk_collapsed": [],
+        "recovered": [],
+        "qk_skip": 1e-10,
+        "qk_healthy": 1e-2,
+        "n_bursts": 4,
+        "n_transient": 0,
+    }
     assert verdicts.VERDICTS["H6"](ev)[0] == "inconclusive"
-    assert verdicts.VERDICTS["H7"]({"recovered_gaps": [], "n_collapsed": 0})[0] == "inconclusive"
+    h7 = {"judged": [], "n_candidates": 0, "n_settled": 0}
+    assert verdicts.VERDICTS["H7"](h7)[0] == "inconclusive"
 
 
 def test_schema_refuses_bad_values_before_work():

@@ -21,6 +21,9 @@ from ...repair.recovery import last_srank, median_around
 from ...repair.spec import StudySpec
 from ...repair.stages import branch_path, run_stage
 
+# the classes of :func:`settling`, in the order the tables give them
+SETTLE_KINDS = ("settled", "transient", "open-ended", "none")
+
 # srank units a collapsed, unrecovered burst must have regained from its minimum to count as climbing
 CLIMB = 0.2
 
@@ -161,7 +164,9 @@ def run_extensions(p, study: StudySpec, runs: dict, which: list, log=print) -> d
 
 def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
     """Per extended burst: steps to recovery after the burst's end over burst + branch + extension (same
-    threshold as in the branch), final srank, and loss gap to the extended control at the same step."""
+    threshold as in the branch), the settling class and untreated recovery over that history
+    (:func:`settling`, :func:`untreated_recovery`), final srank, and loss gap to the extended control at the
+    same step."""
     rows = []
     for s, e in ext.items():
         r = runs[s]
@@ -171,11 +176,16 @@ def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
             if m == "control":
                 continue
             h = joined(r["burst"][m]["hist"], r["after"][m]["hist"], o["hist"])
+            st = settling(h, p.threshold, p.window, p.settle_steps)
+            rec_u, back = untreated_recovery(h, st["settled"], burst_end, rt, p.recover_window)
             rows.append(
                 {
                     "seed": s,
                     "multiplier": m,
                     "end_step": o["step"],
+                    "settle": st["kind"],
+                    "recovered_untreated": rec_u,
+                    "back_in_burst": back,
                     "recovered_after": recovery_after(h, burst_end, rt, p.threshold, p.recover_window),
                     "final_srank": float(statistics.median(last_srank(h)[-p.recover_window :])),
                     "loss_gap": float(o["final_probe"]["loss"] - e["control"]["final_probe"]["loss"]),
@@ -215,6 +225,49 @@ def rec_threshold(control_hist: dict, burst_end: int, threshold: float, frac: fl
     return threshold + frac * (cs - threshold)
 
 
+def settling(hist: dict, threshold: float, window: int, settle_steps: int) -> dict:
+    """The skip drivers' settling rule (:class:`rankcollapse.lm.training.Detector`, the rule that saves
+    `repair-driver`'s collapses) over a burst's history: the last block's srank first below ``threshold``,
+    then, ``settle_steps`` later, the median of the last ``window`` measurements still below it. ``kind``:
+    "settled" (a collapse: ``settled`` is the step), "transient" (every crossing climbed back within
+    ``settle_steps``: a dip, not a collapse; ``dips`` lists them as (first crossing, step declared back)),
+    "open-ended" (the last crossing came too close to the history's end to be told either way), or "none"
+    (never below the threshold)."""
+    det = tr.Detector(threshold, window, settle_steps)
+    for t, s in zip(hist["m_step"], last_srank(hist)):
+        det.feed(t, s)
+    if det.settled is not None:
+        kind = "settled"
+    elif det.first_cross is not None:
+        kind = "open-ended"
+    elif det.heals:
+        kind = "transient"
+    else:
+        kind = "none"
+    return {"kind": kind, "settled": det.settled, "dips": [list(h) for h in det.heals]}
+
+
+def untreated_recovery(
+    hist: dict, settled: int | None, burst_end: int, rec_threshold: float, k: int
+) -> tuple[int | None, bool]:
+    """Whether a settled collapse recovered untreated: (steps after ``burst_end`` until the ``k``-measurement
+    rolling median, below ``rec_threshold`` at the later of the settling and the burst's end, reaches it, or
+    None; whether it was already at or above it there, that is, back while the rate was still raised: not an
+    untreated recovery). (None, False) where nothing settled."""
+    if settled is None:
+        return None, False
+    t0 = max(settled, burst_end)
+    med = tr.rolling_median(last_srank(hist), k)
+    steps = hist["m_step"]
+    i0 = steps.index(t0)
+    if med[i0] >= rec_threshold:
+        return None, True
+    for t, v in zip(steps[i0 + 1 :], med[i0 + 1 :]):
+        if v >= rec_threshold:
+            return t - burst_end, False
+    return None, False
+
+
 def summarise_run(
     p, hist: dict, start: int, control_hist: dict, final_loss: float, control_final_loss: float
 ) -> dict:
@@ -222,7 +275,14 @@ def summarise_run(
     rt = rec_threshold(control_hist, burst_end, p.threshold, p.recover_frac, p.recover_window)
     med = tr.rolling_median(last_srank(hist), p.recover_window)
     tc = collapse_step(hist, p.threshold, p.recover_window)
+    st = settling(hist, p.threshold, p.window, p.settle_steps)
+    rec_u, back = untreated_recovery(hist, st["settled"], burst_end, rt, p.recover_window)
     return {
+        "settle": st["kind"],
+        "settled_after": None if st["settled"] is None else st["settled"] - start,
+        "dips": st["dips"],
+        "recovered_untreated": rec_u,
+        "back_in_burst": back,
         "collapsed": tc is not None,
         "collapse_after": None if tc is None else tc - start,
         "min_srank": float(min(med)),
@@ -234,7 +294,10 @@ def summarise_run(
 
 
 def summarise(p, runs: dict) -> dict:
-    """Per multiplier: one row per seed, and the counts and medians of the table."""
+    """Per multiplier: one row per seed (:func:`summarise_run`: the rolling-median dip the earlier rules
+    called a collapse, ``collapsed``, and the skip drivers' settling rule, ``settle``, beside it), and the
+    counts and medians of the table (``settle``: bursts per class of :func:`settling`;
+    ``recovered_untreated``: settled bursts that recovered untreated within the branch)."""
     out = {}
     for m in p.multipliers:
         rows = []
@@ -255,6 +318,8 @@ def summarise(p, runs: dict) -> dict:
         out[m] = {
             "rows": rows,
             "seeds": len(rows),
+            "settle": {k: sum(x["settle"] == k for x in rows) for k in SETTLE_KINDS},
+            "recovered_untreated": sum(x["recovered_untreated"] is not None for x in rows),
             "collapsed": len(col),
             "recovered": len(rec),
             "median_steps": statistics.median([x["recovered_after"] for x in rec]) if rec else None,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...book import checks
+from ...repair.recovery import median_around
+from .experiments import untreated_recovery
 
 # H6's path test is relative to the closed reference R: the largest median Q/K gradient among the settled
 # skip collapses (the least closed of the closed networks; the skip collapses themselves span decades over
@@ -28,6 +30,70 @@ OPEN_FACTOR = 100.0
 
 
 RULE_H6 = (
+    "each (seed, multiplier) burst is classed over the burst, the branch and its extension by the skip "
+    "drivers' settling rule (repair-driver's detector: the last block's srank below the collapse threshold, "
+    "and the median of the last 10 measurements still below it 100 steps after that first crossing): "
+    "settled (a collapse), transient (every crossing climbed back within the 100 steps: a dip, counted and "
+    "reported apart, not a collapse), open-ended (the last crossing too close to the run's end to tell) or "
+    "none. A settled burst recovered untreated when the 5-measurement rolling median, below the recovery "
+    "threshold at the later of the settling and the burst's end, reaches it afterwards (one already at or "
+    "above it there came back while the rate was raised: counted apart, not untreated). With Q/K = the "
+    "median over blocks of the task gradient on the query-key weights right after the burst and R = the "
+    "largest Q/K among the settled skip collapses (the closed reference): a settled burst's path is open "
+    "when its Q/K >= 100 R, closed otherwise; inconclusive if no burst settled, if no driver settled (no "
+    "R), or if the settled skip collapses' median Q/K is above 1/10^4 of the healthy parents' median Q/K; "
+    "refuted if every settled burst's path is closed; supported if the settled bursts' median Q/K is >= "
+    "100 R and at least one settled burst recovered untreated within the branch or its extension; else "
+    "inconclusive. The control: the same rule on the settled skip collapses themselves (their untreated "
+    "continuation: the driver's own run after settling)"
+)
+
+
+RULE_H6_CHANGE_SETTLE = (
+    "The previous rule called a burst collapsed when its 5-measurement (50-step) rolling median dipped "
+    "below the collapse threshold once. That is a transient dip, not the settled collapse the skip "
+    "drivers are saved at: at full, six of the eight bursts it counted as recovered had minima of "
+    "1.37-1.48, and seed 5 at x20 'recovered' 0 steps after the burst, that is, during it, while the "
+    "deepest collapses (x32) recovered 0 of 10. The rule now classes each burst by the skip drivers' own "
+    "settling rule, counts the transient dips apart (never dropped), and counts a recovery only when it "
+    "comes after the settling and after the burst, at the base rate. The test of the path is unchanged. "
+    "The previous rule's verdict on the rolling-median dips is shown beside"
+)
+
+
+H6_CONTROL_ON = "the drivers' settled skip collapses, whose path the weakened skip closes"
+
+
+RULE_H7 = (
+    "over the bursts that settled into a collapse (H6's settling rule) and recovered untreated within the "
+    "branch: each one's gap = its final probe loss minus its paired control's at the branch's end (same "
+    "parent, same batches, base rate, alpha = 1), and its reference = the median gap at the same step of "
+    "the bursts that did not settle at the same multiplier (where none did, at the adjacent multipliers of "
+    "the grid): supported if the median over the judged bursts of gap minus reference exceeds 0.05 nats "
+    "(the loss stays above what a burst of that size leaves without a collapse), refuted if it is below "
+    "0.01; inconclusive if none recovered within the branch, if none has a reference, or in between. "
+    "Bursts that recovered only in the extension are reported beside with their gap at the extension's "
+    "end, not judged (no burst that did not settle was followed that far). The control: the same rule on "
+    "the bursts that did not settle, each against the others (itself left out of its reference)"
+)
+
+
+RULE_H7_CHANGE = (
+    "The previous rule read the recovered bursts' gap to the paired control alone. That gap has no "
+    "attribution: at full, bursts at x16 never collapsed, yet ended 0.11-0.26 nats above their control, "
+    "so the 0.427-nat median was not shown to come from the collapse rather than from the burst. The rule "
+    "now decides on the difference to bursts of similar size that did not collapse, at the same step, and "
+    "counts a collapse and a recovery as H6 does. The previous rule's verdict is shown beside"
+)
+
+
+H7_CONTROL_ON = (
+    "the bursts that did not settle, each against its similar-size neighbours that did not settle, "
+    "itself left out: the same rule where the collapse is absent"
+)
+
+
+RULE_H6_DIP = (
     "over the (seed, multiplier) bursts whose rolling-median last-block srank fell below the collapse "
     "threshold (the collapsed bursts), with Q/K = the median over blocks of the task gradient on the "
     "query-key weights right after the burst and R = the largest Q/K among the settled skip collapses "
@@ -42,7 +108,7 @@ RULE_H6 = (
 )
 
 
-RULE_H6_MAX = RULE_H6.replace(
+RULE_H6_MAX = RULE_H6_DIP.replace(
     "the settled skip collapses' median Q/K is above 1/10^4", "R (the largest) is above 1/10^4"
 )
 
@@ -71,7 +137,7 @@ RULE_H6_OLD = (
 )
 
 
-RULE_H7 = (
+RULE_H7_OLD = (
     "over the burst networks that collapsed and then recovered (within the branch or its extension): "
     "supported if the median final probe-loss gap to the paired control at the same step (same healthy "
     "parent, same batches, base rate, alpha = 1: no alpha held, no training time lost) exceeds 0.05 nats, "
@@ -79,7 +145,7 @@ RULE_H7 = (
 )
 
 
-H7_SUPPORT, H7_REFUTE = 0.05, 0.01  # nats
+H7_SUPPORT, H7_REFUTE = 0.05, 0.01  # nats (both rules)
 
 
 def _bursts(evidence: dict) -> str:
@@ -114,8 +180,101 @@ def path_state(evidence: dict, testable_on: str = "median") -> dict:
     return out | {"n_open": n_open, "state": state}
 
 
-def verdict_h6(evidence: dict, testable_on: str = "median") -> tuple[str, str]:
-    """H6 by :data:`RULE_H6` from ``qk_collapsed`` (Q/K of each collapsed burst right after it),
+def _classes(evidence: dict) -> str:
+    """How the units of ``evidence`` were classed by the settling rule, for a reason."""
+    unit = evidence.get("unit", "bursts")
+    extra = [
+        f"{evidence['n_transient']} dipped below the threshold and climbed back within the settling "
+        "time (transient: counted apart, not collapses)"
+    ]
+    if evidence.get("n_open_ended"):
+        extra.append(f"{evidence['n_open_ended']} crossed too close to the run's end to tell")
+    return (
+        f"{len(evidence['qk_collapsed'])} of {evidence['n_bursts']} {unit} settled into a collapse; "
+        + "; ".join(extra)
+    )
+
+
+def verdict_h6(evidence: dict) -> tuple[str, str]:
+    """H6 by :data:`RULE_H6` from ``qk_collapsed`` (Q/K right after the burst of each burst that settled into
+    a collapse), ``recovered`` (whether each recovered untreated, in the branch or its extension),
+    ``n_back_in_burst`` (settled bursts back above the recovery threshold by the burst's end: not
+    untreated), ``n_transient`` and ``n_open_ended`` (bursts that only dipped, or crossed too late to
+    tell), ``n_bursts`` (every burst run), ``qk_skip`` (the closed reference R: the largest settled skip
+    collapse's Q/K; None if none settled), ``qk_skip_median`` and ``qk_healthy``. ``unit`` (default
+    "bursts") names what was classed, for the control on the skip collapses."""
+    qk, rec, R, Hq = (
+        evidence["qk_collapsed"],
+        evidence["recovered"],
+        evidence["qk_skip"],
+        evidence["qk_healthy"],
+    )
+    unit = evidence.get("unit", "bursts")
+    cls = _classes(evidence)
+    if not qk:
+        return "inconclusive", f"no collapse to judge: {cls}"
+    if R is None:
+        return "inconclusive", f"{cls}; but no driver settled into a skip collapse, so no closed reference"
+    ps = path_state(evidence)
+    if not ps["testable"]:
+        c = evidence.get("qk_skip_median", R)
+        return "inconclusive", (
+            f"{cls}; the skip collapse does not close the path at this size (the median skip collapse's Q/K "
+            f"{c:.2g} is {c / Hq:.2g} of the healthy {Hq:.2g}, above 1/{OPEN_FACTOR**2:.0f})"
+        )
+    n, n_rec, back = len(qk), sum(bool(r) for r in rec), evidence.get("n_back_in_burst", 0)
+    q = (
+        f"median Q/K of the {n} settled {unit} {ps['median']:.2g} = {ps['vs_skip']:.2g}x the least closed "
+        f"skip collapse's {R:.2g} ({ps['n_open']} of {n} at or above {OPEN_FACTOR:g}x; "
+        f"{ps['vs_healthy']:.2g} of healthy)"
+    )
+    r = f"{n_rec} of {n} settled {unit} recovered untreated" + (
+        f" ({back} more were back above the recovery threshold by the burst's end, at the raised rate: not "
+        "untreated)"
+        if back
+        else ""
+    )
+    if ps["state"] == "closed":
+        return "refuted", f"{cls}; every settled one's path is closed like the skip collapse's: {q}; {r}"
+    if ps["state"] == "open" and n_rec:
+        return "supported", f"{cls}; {q}: the path open, and {r}"
+    if ps["state"] == "open":
+        return "inconclusive", f"{cls}; {q}: the path open, but {r}"
+    return "inconclusive", f"{cls}; {q}: the path mostly closed; {r}"
+
+
+def verdict_h7(evidence: dict) -> tuple[str, str]:
+    """H7 by :data:`RULE_H7` from ``judged`` (one entry per burst judged: ``gap`` and ``reference``, the
+    median gap of its comparison bursts, and ``diff``, their difference; bursts without a reference are not
+    in it), ``n_candidates`` (the bursts the rule would judge, with a reference or not), ``n_settled``
+    (bursts that settled) and ``what`` (a phrase naming the judged bursts, for the reason)."""
+    j, what = evidence["judged"], evidence.get("what", "settled bursts that recovered within the branch")
+    n_c = evidence["n_candidates"]
+    if not n_c:
+        return "inconclusive", f"no {what} (of {evidence['n_settled']} settled), so no gap to attribute"
+    if not j:
+        return "inconclusive", (
+            f"{n_c} {what}, but none has a burst of similar size that did not settle to compare with"
+        )
+    d = float(np.median([x["diff"] for x in j]))
+    head = (
+        f"over {len(j)} {what} (of {n_c}), median gap {np.median([x['gap'] for x in j]):.3f} nats above "
+        f"the paired control against {np.median([x['reference'] for x in j]):.3f} for similar-size bursts "
+        f"that did not settle: median difference {d:+.3f} nats"
+    )
+    if d > H7_SUPPORT:
+        return "supported", f"{head} (above {H7_SUPPORT:g})"
+    if d < H7_REFUTE:
+        return "refuted", f"{head} (below {H7_REFUTE:g})"
+    return "inconclusive", f"{head} (between {H7_REFUTE:g} and {H7_SUPPORT:g})"
+
+
+VERDICTS = {"H6": verdict_h6, "H7": verdict_h7}
+
+
+def verdict_h6_dip(evidence: dict, testable_on: str = "median") -> tuple[str, str]:
+    """H6 by the previous rule, :data:`RULE_H6_DIP` (a collapse = a rolling-median dip; kept to show its
+    verdict beside :func:`verdict_h6`'s), from ``qk_collapsed`` (Q/K of each collapsed burst right after it),
     ``recovered`` (whether each recovered, in the branch or its extension), ``qk_skip`` (the closed
     reference: the largest of the settled skip collapses'; None if none settled), ``qk_skip_median`` (their
     median), ``qk_healthy`` (the healthy parents' median) and ``n_bursts`` (every burst run, collapsed or
@@ -187,9 +346,10 @@ def old_verdict_h6(evidence: dict) -> tuple[str, str]:
     return "inconclusive", f"the path {path}, {n_rec} of {len(qk)} collapsed bursts recovered"
 
 
-def verdict_h7(evidence: dict) -> tuple[str, str]:
-    """H7 by :data:`RULE_H7` from ``recovered_gaps`` (nats above the paired control, one per collapsed burst
-    that recovered) and ``n_collapsed`` (collapsed bursts)."""
+def old_verdict_h7(evidence: dict) -> tuple[str, str]:
+    """H7 by the previous rule, :data:`RULE_H7_OLD` (the recovered bursts' gap alone, no attribution; kept
+    to show its verdict beside :func:`verdict_h7`'s), from ``recovered_gaps`` (nats above the paired
+    control, one per collapsed burst that recovered) and ``n_collapsed`` (collapsed bursts)."""
     gaps, n = evidence["recovered_gaps"], evidence["n_collapsed"]
     if not gaps:
         return "inconclusive", (
@@ -207,20 +367,18 @@ def verdict_h7(evidence: dict) -> tuple[str, str]:
     return "inconclusive", f"{head} (between {H7_REFUTE:g} and {H7_SUPPORT:g})"
 
 
-VERDICTS = {"H6": verdict_h6, "H7": verdict_h7}
-
-
 # why a smoke verdict differs from the full one (checked by tests/test_records.py against the records)
 _SMOKE_FEW = (
-    "the smoke miniature has two collapsed bursts and no extension of the branches; at full a minority of "
-    "the collapsed bursts recover untreated, many of them only in the extension, so two bursts followed "
-    "for the branch alone are expected to show none"
+    "the smoke miniature has two settled bursts (both at x32, the deepest) and no extension of the "
+    "branches, and no burst there dips and climbs back; at full the settled bursts that recover untreated "
+    "are a minority, some only in the extension, so two bursts followed for the branch alone are expected "
+    "to show none"
 )
 
 
 SMOKE_VERDICT_NOTES: dict[str, str] = {
     "H6": _SMOKE_FEW + ": the path is open at smoke as at full, but no recovery is seen",
-    "H7": _SMOKE_FEW + ", and without a recovered burst there is no loss gap to measure",
+    "H7": _SMOKE_FEW + ", and without a settled burst that recovered there is no gap to attribute",
 }
 
 
@@ -236,10 +394,68 @@ def onset_bracket(multipliers, collapsed: dict) -> tuple[float | None, float | N
     return (ms[i - 1] if i else None), at
 
 
-def h6_evidence(p, path: dict) -> dict:
-    """H6's evidence from :func:`record_qk`'s ``path``: each collapsed burst's label, Q/K and recovery, the
-    closed reference (the largest skip collapse's Q/K; None: no driver settled) beside the skip collapses'
-    median and per-seed values, the healthy median and how many bursts were run."""
+# -- evidence -----------------------------------------------------------------------------------------
+def burst_table(p, sm: dict, ext_rows: list, qk_burst: dict) -> list[dict]:
+    """One entry per (seed, multiplier) burst, in grid order: ``label``, ``seed``, ``m``, ``settle`` (its
+    class by the settling rule, over the extension where it was extended), ``recovered_branch`` (steps
+    after the burst to an untreated recovery within the branch, or None), ``recovered`` (untreated, in
+    the branch or its extension), ``back_in_burst``, ``gap`` (nats above the paired control at the branch's
+    end), ``gap_ext`` (at the extension's end, None where not extended) and ``qk`` (right after the
+    burst)."""
+    ext = {(r["seed"], r["multiplier"]): r for r in ext_rows}
+    out = []
+    for m in p.multipliers:
+        for r in sm[m]["rows"]:
+            e = ext.get((r["seed"], m))
+            src = e or r
+            out.append(
+                {
+                    "label": f"seed {r['seed']} x{m:g}",
+                    "seed": r["seed"],
+                    "m": m,
+                    "settle": src["settle"],
+                    "recovered_branch": r["recovered_untreated"],
+                    "recovered": src["recovered_untreated"] is not None,
+                    "back_in_burst": src["back_in_burst"],
+                    "gap": r["loss_gap"],
+                    "gap_ext": None if e is None else e["loss_gap"],
+                    "qk": qk_burst[r["seed"]][m],
+                }
+            )
+    return out
+
+
+def h6_evidence(p, bursts: list, path: dict) -> dict:
+    """H6's evidence (:func:`verdict_h6`) from :func:`burst_table`'s ``bursts`` and the Q/K references of
+    ``path`` (:func:`~.report.record_qk`)."""
+    st = [b for b in bursts if b["settle"] == "settled"]
+    return {
+        "bursts": [b["label"] for b in st],
+        "qk_collapsed": [b["qk"] for b in st],
+        "recovered": [b["recovered"] for b in st],
+        "n_back_in_burst": sum(b["back_in_burst"] for b in st),
+        "transient": [b["label"] for b in bursts if b["settle"] == "transient"],
+        "n_transient": sum(b["settle"] == "transient" for b in bursts),
+        "n_open_ended": sum(b["settle"] == "open-ended" for b in bursts),
+        "n_bursts": len(bursts),
+        "qk_skip": max(path["skip_by_seed"].values()) if path["skip_by_seed"] else None,
+        "qk_skip_median": path["skip"],
+        "qk_skip_by_seed": path["skip_by_seed"],
+        "qk_healthy": path["healthy"],
+        "settle_by_multiplier": {
+            f"{m:g}": {k: sum(b["settle"] == k for b in bursts if b["m"] == m) for k in _KINDS}
+            for m in p.multipliers
+        },
+    }
+
+
+_KINDS = ("settled", "transient", "open-ended", "none")
+
+
+def dip_evidence(p, path: dict) -> dict:
+    """The previous rules' H6 evidence (:func:`verdict_h6_dip`, :func:`old_verdict_h6`): the bursts whose
+    rolling median dipped below the threshold, their Q/K and recovery (in the branch or its extension, by
+    the dip rule)."""
     return {
         "bursts": [f"seed {r['seed']} x{m:g}" for m, r in path["col_rows"]],
         "qk_collapsed": path["col_qk"],
@@ -252,72 +468,339 @@ def h6_evidence(p, path: dict) -> dict:
     }
 
 
+def skip_control_evidence(p, drivers: dict, healthy: dict, path: dict) -> dict:
+    """H6's control: the same evidence for the skip-collapse drivers, one per seed, classed by the detector
+    that ran with them (settled, transient: a crossing that healed, open-ended, none), their Q/K at the
+    saved collapse and whether each recovered untreated in the driver's own run after settling (alpha held
+    at alpha_min), against ``threshold + recover_frac (healthy srank there - threshold)``."""
+    st, rec, kinds = [], [], []
+    for s in p.seeds:
+        det = drivers[s]["det"]
+        if det.get("settled") is not None:
+            t = det["settled"]
+            rt = p.threshold + p.recover_frac * (
+                median_around(healthy[s]["hist"], t, p.recover_window) - p.threshold
+            )
+            st.append(s)
+            rec.append(untreated_recovery(drivers[s]["hist"], t, t, rt, p.recover_window)[0] is not None)
+            kinds.append("settled")
+        else:
+            kinds.append(
+                "open-ended"
+                if det.get("first_cross") is not None
+                else "transient"
+                if det.get("heals")
+                else "none"
+            )
+    by = path["skip_by_seed"]
+    return {
+        "unit": "skip-collapse drivers",
+        "bursts": [f"driver seed {s}" for s in st],
+        "qk_collapsed": [by[str(s)] for s in st],
+        "recovered": rec,
+        "n_back_in_burst": 0,
+        "n_transient": kinds.count("transient"),
+        "n_open_ended": kinds.count("open-ended"),
+        "n_bursts": len(p.seeds),
+        "qk_skip": max(by.values()) if by else None,
+        "qk_skip_median": path["skip"],
+        "qk_skip_by_seed": by,
+        "qk_healthy": path["healthy"],
+    }
+
+
+def reference(b: dict, pool: list, multipliers) -> tuple[float | None, list]:
+    """The median gap of the bursts in ``pool`` (those that did not settle, ``b`` itself left out) at
+    ``b``'s multiplier, or where none is there at the grid's adjacent multipliers; with their labels."""
+    ms = sorted(multipliers)
+    i = ms.index(b["m"])
+    others = [x for x in pool if x["label"] != b["label"]]
+    same = [x for x in others if x["m"] == b["m"]]
+    near = same or [x for x in others if x["m"] in ms[max(0, i - 1) : i + 2] and x["m"] != b["m"]]
+    if not near:
+        return None, []
+    return float(np.median([x["gap"] for x in near])), [x["label"] for x in near]
+
+
+def _judged(cands: list, pool: list, multipliers) -> list:
+    out = []
+    for b in cands:
+        ref, who = reference(b, pool, multipliers)
+        if ref is not None:
+            out.append(
+                {
+                    "burst": b["label"],
+                    "gap": b["gap"],
+                    "reference": ref,
+                    "diff": b["gap"] - ref,
+                    "against": who,
+                }
+            )
+    return out
+
+
+def h7_evidence(p, bursts: list) -> dict:
+    """H7's evidence (:func:`verdict_h7`): the settled bursts that recovered untreated within the branch,
+    each against the bursts that did not settle at its multiplier or the adjacent ones (:func:`reference`),
+    gaps at the branch's end; the ones that recovered only in the extension beside, not judged."""
+    pool = [b for b in bursts if b["settle"] != "settled"]
+    st = [b for b in bursts if b["settle"] == "settled"]
+    cands = [b for b in st if b["recovered_branch"] is not None]
+    return {
+        "what": "settled bursts that recovered within the branch",
+        "judged": _judged(cands, pool, p.multipliers),
+        "n_candidates": len(cands),
+        "n_settled": len(st),
+        "extension_only": [
+            {"burst": b["label"], "gap_ext": b["gap_ext"], "gap_branch_end": b["gap"]}
+            for b in st
+            if b["recovered"] and b["recovered_branch"] is None
+        ],
+    }
+
+
+def h7_control_evidence(p, bursts: list) -> dict:
+    """H7's control: the same rule on the bursts that did not settle, each against the others that did not
+    settle at its multiplier or the adjacent ones (itself left out): where the collapse is absent."""
+    pool = [b for b in bursts if b["settle"] != "settled"]
+    return {
+        "what": "bursts that did not settle",
+        "judged": _judged(pool, pool, p.multipliers),
+        "n_candidates": len(pool),
+        "n_settled": sum(b["settle"] == "settled" for b in bursts),
+    }
+
+
 def h6_across_interval(ev: dict) -> dict:
-    """:func:`verdict_h6` with the count it reads, the collapsed bursts that recovered (out of the collapsed
-    ones), moved through its exact 95% interval (:func:`rankcollapse.book.checks.across_interval`)."""
+    """:func:`verdict_h6` with the count it reads, the settled bursts that recovered untreated (out of the
+    settled ones), moved through its exact 95% interval
+    (:func:`rankcollapse.book.checks.across_interval`)."""
     n = len(ev["recovered"])
 
     def put(e: dict, j: int) -> None:
         e["recovered"] = [i < j for i in range(n)]
 
     k = sum(bool(r) for r in ev["recovered"])
-    return checks.across_interval(verdict_h6, ev, {"recovered bursts": (k, n, put)})
+    return checks.across_interval(verdict_h6, ev, {"recovered settled bursts": (k, n, put)})
 
 
-def judge_h6_h7(ch, p, sm: dict, path: dict, rec_gaps: list) -> None:
-    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) and H7 (:func:`verdict_h7`, :data:`RULE_H7`). The
-    old H6 rule's verdict (:func:`old_verdict_h6`) on the same evidence is recorded as a value beside. Glue
-    the path's state as the rule tests it (:func:`path_state`), its counts, the collapsed bursts that
-    recovered, both verdicts' reasons and the rules as recorded."""
-    ev6 = h6_evidence(p, path) | {
-        "collapsed": {f"{m:g}": sm[m]["collapsed"] for m in p.multipliers},
-        "recovered_by_multiplier": {f"{m:g}": sm[m]["recovered"] for m in p.multipliers},
-        "onset_bracket": list(onset_bracket(p.multipliers, {m: sm[m]["collapsed"] for m in p.multipliers})),
-    }
+def _txt(v, fmt: str) -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def record_open_path(ch, p, qk: dict, bursts: list, R: float | None) -> None:
+    """The open-path lines on the skip collapses' own distribution: each settled skip collapse's Q/K as a
+    fraction of its own seed's healthy parent (recorded in decades), against the old rule's line (1/10 of
+    healthy) and the rule's (100 R); the settled bursts' fractions beside, and how many reach 1/10. Glued
+    for the page as ``skip_frac_*``, ``line_100r_frac``, ``settled_frac_*``, ``n_settled_tenth``."""
+    fr = {str(s): v / qk["healthy"][s] for s, v in qk["skip"].items()}
+    if fr:
+        checks.in_decades(
+            ch,
+            "qk_skip_vs_healthy",
+            fr,
+            decades=1.0,
+            glue=False,
+            note="each settled skip collapse's Q/K over its own seed's healthy parent's; read in decades",
+        )
+    hmed = float(np.median(list(qk["healthy"].values())))
+    ch.glue("skip_frac_lo", _txt(min(fr.values()) if fr else None, ".1e"))
+    ch.glue("skip_frac_hi", _txt(max(fr.values()) if fr else None, ".1e"))
+    ch.glue("skip_tenth_decades", _txt(np.log10(0.1 / max(fr.values())) if fr else None, ".1f"))
+    ch.glue("line_100r_frac", _txt(None if R is None else OPEN_FACTOR * R / hmed, ".1e"))
+    sf = [b["qk"] / qk["healthy"][b["seed"]] for b in bursts if b["settle"] == "settled"]
+    ch.glue("settled_frac_lo", _txt(min(sf) if sf else None, ".2g"))
+    ch.glue("settled_frac_hi", _txt(max(sf) if sf else None, ".2g"))
+    checks.count(
+        ch,
+        "n_settled_tenth",
+        sum(f >= 0.1 for f in sf),
+        of=len(sf),
+        note="settled bursts whose Q/K right after the burst reaches 1/10 of their own parent's (the old "
+        "rule's open line)",
+    )
+
+
+def record_settling(ch, p, bursts: list, ev6: dict) -> None:
+    """Record the bursts' classes by the settling rule (per multiplier, and in all) and the settled ones'
+    untreated recoveries, as counts; glue them for the page."""
+    n, n_st = len(bursts), len(ev6["qk_collapsed"])
+    by = ev6["settle_by_multiplier"]
+    for k in ("settled", "transient"):
+        checks.count(
+            ch,
+            f"{k}_by_multiplier",
+            {m: c[k] for m, c in by.items()},
+            of=len(p.seeds),
+            note=f"bursts {k} by the skip drivers' settling rule, per multiplier",
+        )
+    checks.count(
+        ch, "n_settled", n_st, of=n, limits=(0.5,), note="bursts settled into a collapse (H6 needs one)"
+    )
+    checks.count(ch, "n_transient", ev6["n_transient"], of=n, note="bursts that only dipped (transient)")
+    checks.count(ch, "n_open_ended", ev6["n_open_ended"], of=n, note="crossed too late to tell")
+    n_rec = sum(ev6["recovered"])
+    checks.count(
+        ch,
+        "n_settled_recovered",
+        n_rec,
+        of=n_st,
+        limits=(0.5,),
+        note="settled bursts that recovered untreated, branch or extension (H6 needs one)",
+    )
+    checks.count(
+        ch,
+        "n_back_in_burst",
+        ev6["n_back_in_burst"],
+        of=n_st,
+        note="settled bursts back above the recovery threshold by the burst's end (not untreated)",
+    )
+    ch.value(
+        "settled_recovered_after",
+        {b["label"]: b["recovered_branch"] for b in bursts if b["settle"] == "settled"},
+        atol=100,
+        glue=False,
+        note="settled bursts: steps after the burst to an untreated recovery within the branch (None: "
+        "none there); trained",
+    )
+    ch.glue("settle_txt", checks.count_text(n_st, n) if n else "–")
+    ch.glue(
+        "transient_list",
+        ", ".join(ev6["transient"]) if ev6["transient"] else "none",
+    )
+    ch.glue(
+        "settle_by_mult",
+        "; ".join(f"×{m}: {c['settled']} settled, {c['transient']} transient" for m, c in by.items()),
+    )
+
+
+def judge_h6_h7(
+    ch, p, sm: dict, path: dict, rec_gaps: list, *, qk: dict, ext_rows: list, drivers: dict, healthy: dict
+) -> None:
+    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) beside its control (the same rule on the skip
+    collapses, :func:`skip_control_evidence`) and H7 (:func:`verdict_h7`, :data:`RULE_H7`) beside its
+    control (the same rule on the bursts that did not settle, :func:`h7_control_evidence`). The previous
+    rules' verdicts on their own evidence are recorded beside (``h6_dip_rule_verdict``,
+    ``h6_old_rule_verdict``, ``h7_old_rule_verdict``; the rule before :data:`RULE_H6_CHANGE` glued). Glue
+    the classes, the path's state, both verdicts' and controls' reasons, and the rules as recorded."""
+    bursts = burst_table(p, sm, ext_rows, qk["burst"])
+    ev6 = h6_evidence(p, bursts, path)
+    record_settling(ch, p, bursts, ev6)
+    record_open_path(ch, p, qk, bursts, ev6["qk_skip"])
     v6, why6 = verdict_h6(ev6)
-    # shown, not checked: the rule before RULE_H6_CHANGE gave different verdicts under two kernel variants
-    v6max, why6max = verdict_h6(ev6, testable_on="max")
-    ch.glue("h6_verdict_max_rule", v6max)
-    ch.glue("h6_reason_max_rule", why6max)
-    ch.glue("h6_rule_change", RULE_H6_CHANGE)
+    ctl6 = skip_control_evidence(p, drivers, healthy, path)
+    vc6, whyc6 = verdict_h6(ctl6)
     across = h6_across_interval(ev6)
     ch.glue("h6_interval", checks.interval_text(across))
+    # the previous rules, on the rolling-median dips they read
+    dip = dip_evidence(p, path)
+    v_dip, why_dip = verdict_h6_dip(dip)
+    v6max, why6max = verdict_h6_dip(dip, testable_on="max")
+    old6, old_why6 = old_verdict_h6(dip)
     ch.verdict(
         "H6",
         v6,
         claim="a learning-rate burst collapses the rank with the path open, and it can recover untreated",
         rule=RULE_H6,
-        evidence=ev6 | {"reason": why6, "verdict_before_change": v6max, "across_interval": across},
+        evidence=ev6
+        | {
+            "reason": why6,
+            "across_interval": across,
+            "control": {"on": H6_CONTROL_ON, "verdict": vc6, "reason": whyc6, "evidence": ctl6},
+            "dip_rule": {"rule": RULE_H6_DIP, "verdict": v_dip, "reason": why_dip, "evidence": dip},
+            "rule_change": RULE_H6_CHANGE_SETTLE,
+        },
     )
-    old6, old_why6 = old_verdict_h6(ev6)
+    ch.value(
+        "h6_dip_rule_verdict",
+        v_dip,
+        note="H6 by the previous rule (a collapse = a rolling-median dip below the threshold), its evidence",
+    )
     ch.value(
         "h6_old_rule_verdict",
         old6,
-        note="H6 by the previous rule (open also required 1/10 of the healthy Q/K), same evidence",
+        note="H6 by the rule before that (open also required 1/10 of the healthy Q/K), on the dips",
     )
-    ev7 = {
+    # shown, not checked: the rule before RULE_H6_CHANGE gave different verdicts under two kernel variants
+    ch.glue("h6_verdict_max_rule", v6max)
+    ch.glue("h6_reason_max_rule", why6max)
+    ch.glue("h6_rule_change", RULE_H6_CHANGE)
+    ch.glue("h6_rule_change_settle", RULE_H6_CHANGE_SETTLE)
+    ps = path_state(ev6)
+    ch.glue("h6_path", ps["state"])
+    n_st = len(ev6["qk_collapsed"])
+    ch.glue("h6_open_txt", "–" if ps["n_open"] is None else f"{ps['n_open']} of {n_st}")
+    ch.glue("h6_reason", why6)
+    ch.glue("h6_control_verdict", vc6)
+    ch.glue("h6_control_reason", whyc6)
+    ch.glue("h6_dip_verdict", v_dip)
+    ch.glue("h6_dip_reason", why_dip)
+    ch.glue("h6_old_reason", old_why6)
+    ch.glue("h6_old_verdict", old6)
+    ch.glue("open_factor", OPEN_FACTOR)
+    ch.glue("qk_ref_txt", "–" if ev6["qk_skip"] is None else f"{ev6['qk_skip']:.2e}")
+    ch.glue("rule6", RULE_H6)
+    ch.glue("dip_rule6", RULE_H6_DIP)
+    ch.glue("old_rule6", RULE_H6_OLD)
+
+    ev7 = h7_evidence(p, bursts)
+    v7, why7 = verdict_h7(ev7)
+    ctl7 = h7_control_evidence(p, bursts)
+    vc7, whyc7 = verdict_h7(ctl7)
+    old_ev7 = {
         "recovered_gaps": rec_gaps,
         "n_collapsed": len(path["col_rows"]),
         "all_gaps": {f"{m:g}": [r["loss_gap"] for r in sm[m]["rows"]] for m in p.multipliers},
     }
-    v7, why7 = verdict_h7(ev7)
+    old7, old_why7 = old_verdict_h7(old_ev7)
     ch.verdict(
         "H7",
         v7,
         claim="the loss stays above a healthy network's after the rank recovers",
         rule=RULE_H7,
-        evidence=ev7 | {"reason": why7},
+        evidence=ev7
+        | {
+            "reason": why7,
+            "control": {"on": H7_CONTROL_ON, "verdict": vc7, "reason": whyc7, "evidence": ctl7},
+            "old_rule": {"rule": RULE_H7_OLD, "verdict": old7, "reason": old_why7, "evidence": old_ev7},
+            "rule_change": RULE_H7_CHANGE,
+        },
     )
-    ps = path_state(ev6)
-    ch.glue("h6_path", ps["state"])
-    ch.glue("h6_open_txt", "–" if ps["n_open"] is None else f"{ps['n_open']} of {len(path['col_qk'])}")
-    ch.glue("h6_recovered", sum(path["col_rec"]))
-    ch.glue("h6_reason", why6)
-    ch.glue("h6_old_reason", old_why6)
-    ch.glue("h6_old_verdict", old6)
+    ch.value(
+        "h7_old_rule_verdict",
+        old7,
+        note="H7 by the previous rule (the recovered dips' gap to the paired control alone), its evidence",
+    )
+    for name, e in (("h7_gap_difference", ev7), ("h7_control_difference", ctl7)):
+        d = float(np.median([x["diff"] for x in e["judged"]])) if e["judged"] else None
+        note = f"nats; median gap minus its similar-size non-settled reference ({e['what']}); trained"
+        if d is None:
+            ch.value(name, d, note=note + " (None: nothing judged)", glue=False)
+        else:
+            checks.against(ch, name, d, limits=(H7_REFUTE, H7_SUPPORT), note=note, glue=False)
+        ch.glue(name + "_txt", _txt(d, "+.3f"))
+    checks.count(
+        ch,
+        "n_h7_judged",
+        len(ev7["judged"]),
+        of=len(ev6["qk_collapsed"]),
+        note="settled bursts recovered within the branch with a non-settled reference (H7 reads them)",
+    )
+    ch.glue(
+        "h7_extension_only",
+        "; ".join(
+            f"{x['burst']}: {x['gap_ext']:.3f} nats at the extension's end ({x['gap_branch_end']:.3f} at "
+            "the branch's)"
+            for x in ev7["extension_only"]
+        )
+        or "none",
+    )
     ch.glue("h7_reason", why7)
-    ch.glue("open_factor", OPEN_FACTOR)
-    ch.glue("qk_ref_txt", "–" if ev6["qk_skip"] is None else f"{ev6['qk_skip']:.2e}")
-    ch.glue("rule6", RULE_H6)
-    ch.glue("old_rule6", RULE_H6_OLD)
+    ch.glue("h7_control_verdict", vc7)
+    ch.glue("h7_control_reason", whyc7)
+    ch.glue("h7_old_verdict", old7)
+    ch.glue("h7_old_reason", old_why7)
+    ch.glue("h7_rule_change", RULE_H7_CHANGE)
+    ch.glue("h7_support", H7_SUPPORT)
     ch.glue("rule7", RULE_H7)
+    ch.glue("old_rule7", RULE_H7_OLD)
