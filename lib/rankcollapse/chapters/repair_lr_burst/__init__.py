@@ -32,12 +32,14 @@ from .report import (
     record_bursts,
     record_extensions,
     record_loss_gaps,
+    record_open_path,
     record_qk,
     record_runs,
+    record_settling,
     table_bursts,
     table_extensions,
 )
-from .verdicts import RULE_H6, RULE_H7, SMOKE_VERDICT_NOTES, VERDICTS, judge_h6_h7
+from .verdicts import OPEN_FACTOR, RULE_H6, RULE_H7, SMOKE_VERDICT_NOTES, VERDICTS, judge_h6_h7
 
 __all__ = [
     "RULE_H6",
@@ -50,6 +52,9 @@ __all__ = [
     "fig_burst_srank",
     "glue_paper",
     "judge_h6_h7",
+    "record_settling",
+    "record_open_path",
+    "OPEN_FACTOR",
     "qk_gradients",
     "record_bursts",
     "record_extensions",

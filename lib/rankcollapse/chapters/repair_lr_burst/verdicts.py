@@ -588,105 +588,20 @@ def _txt(v, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
-def record_open_path(ch, p, qk: dict, bursts: list, R: float | None) -> None:
-    """The open-path lines on the skip collapses' own distribution: each settled skip collapse's Q/K as a
-    fraction of its own seed's healthy parent (recorded in decades), against the old rule's line (1/10 of
-    healthy) and the rule's (100 R); the settled bursts' fractions beside, and how many reach 1/10. Glued
-    for the page as ``skip_frac_*``, ``line_100r_frac``, ``settled_frac_*``, ``n_settled_tenth``."""
-    fr = {str(s): v / qk["healthy"][s] for s, v in qk["skip"].items()}
-    if fr:
-        checks.in_decades(
-            ch,
-            "qk_skip_vs_healthy",
-            fr,
-            decades=1.0,
-            glue=False,
-            note="each settled skip collapse's Q/K over its own seed's healthy parent's; read in decades",
-        )
-    hmed = float(np.median(list(qk["healthy"].values())))
-    ch.glue("skip_frac_lo", _txt(min(fr.values()) if fr else None, ".1e"))
-    ch.glue("skip_frac_hi", _txt(max(fr.values()) if fr else None, ".1e"))
-    ch.glue("skip_tenth_decades", _txt(np.log10(0.1 / max(fr.values())) if fr else None, ".1f"))
-    ch.glue("line_100r_frac", _txt(None if R is None else OPEN_FACTOR * R / hmed, ".1e"))
-    sf = [b["qk"] / qk["healthy"][b["seed"]] for b in bursts if b["settle"] == "settled"]
-    ch.glue("settled_frac_lo", _txt(min(sf) if sf else None, ".2g"))
-    ch.glue("settled_frac_hi", _txt(max(sf) if sf else None, ".2g"))
-    checks.count(
-        ch,
-        "n_settled_tenth",
-        sum(f >= 0.1 for f in sf),
-        of=len(sf),
-        note="settled bursts whose Q/K right after the burst reaches 1/10 of their own parent's (the old "
-        "rule's open line)",
-    )
-
-
-def record_settling(ch, p, bursts: list, ev6: dict) -> None:
-    """Record the bursts' classes by the settling rule (per multiplier, and in all) and the settled ones'
-    untreated recoveries, as counts; glue them for the page."""
-    n, n_st = len(bursts), len(ev6["qk_collapsed"])
-    by = ev6["settle_by_multiplier"]
-    for k in ("settled", "transient"):
-        checks.count(
-            ch,
-            f"{k}_by_multiplier",
-            {m: c[k] for m, c in by.items()},
-            of=len(p.seeds),
-            note=f"bursts {k} by the skip drivers' settling rule, per multiplier",
-        )
-    checks.count(
-        ch, "n_settled", n_st, of=n, limits=(0.5,), note="bursts settled into a collapse (H6 needs one)"
-    )
-    checks.count(ch, "n_transient", ev6["n_transient"], of=n, note="bursts that only dipped (transient)")
-    checks.count(ch, "n_open_ended", ev6["n_open_ended"], of=n, note="crossed too late to tell")
-    n_rec = sum(ev6["recovered"])
-    checks.count(
-        ch,
-        "n_settled_recovered",
-        n_rec,
-        of=n_st,
-        limits=(0.5,),
-        note="settled bursts that recovered untreated, branch or extension (H6 needs one)",
-    )
-    checks.count(
-        ch,
-        "n_back_in_burst",
-        ev6["n_back_in_burst"],
-        of=n_st,
-        note="settled bursts back above the recovery threshold by the burst's end (not untreated)",
-    )
-    ch.value(
-        "settled_recovered_after",
-        {b["label"]: b["recovered_branch"] for b in bursts if b["settle"] == "settled"},
-        atol=100,
-        glue=False,
-        note="settled bursts: steps after the burst to an untreated recovery within the branch (None: "
-        "none there); trained",
-    )
-    ch.glue("settle_txt", checks.count_text(n_st, n) if n else "–")
-    ch.glue(
-        "transient_list",
-        ", ".join(ev6["transient"]) if ev6["transient"] else "none",
-    )
-    ch.glue(
-        "settle_by_mult",
-        "; ".join(f"×{m}: {c['settled']} settled, {c['transient']} transient" for m, c in by.items()),
-    )
-
-
 def judge_h6_h7(
     ch, p, sm: dict, path: dict, rec_gaps: list, *, qk: dict, ext_rows: list, drivers: dict, healthy: dict
-) -> None:
+) -> tuple[list, dict]:
     """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) beside its control (the same rule on the skip
     collapses, :func:`skip_control_evidence`) and H7 (:func:`verdict_h7`, :data:`RULE_H7`) beside its
     control (the same rule on the bursts that did not settle, :func:`h7_control_evidence`). The previous
     rules' verdicts on their own evidence are recorded beside (``h6_dip_rule_verdict``,
     ``h6_old_rule_verdict``, ``h7_old_rule_verdict``; the rule before :data:`RULE_H6_CHANGE` glued). Glue
-    the classes, the path's state, both verdicts' and controls' reasons, and the rules as recorded."""
+    the classes, the path's state, both verdicts' and controls' reasons, and the rules as recorded. Returns
+    the bursts and H6's evidence, which :func:`~.report.record_settling` and
+    :func:`~.report.record_open_path` record for the page."""
+
     bursts = burst_table(p, sm, ext_rows, qk["burst"])
     ev6 = h6_evidence(p, bursts, path)
-    record_settling(ch, p, bursts, ev6)
-    record_open_path(ch, p, qk, bursts, ev6["qk_skip"])
     v6, why6 = verdict_h6(ev6)
     ctl6 = skip_control_evidence(p, drivers, healthy, path)
     vc6, whyc6 = verdict_h6(ctl6)
@@ -804,3 +719,4 @@ def judge_h6_h7(
     ch.glue("h7_support", H7_SUPPORT)
     ch.glue("rule7", RULE_H7)
     ch.glue("old_rule7", RULE_H7_OLD)
+    return bursts, ev6
