@@ -140,9 +140,8 @@ def verdict_h3(ev: dict) -> tuple[str, str]:
     r = ev["qk_ratio"]
     fade = float(np.median(ev["fades"]))
     base, meds = open_baseline(ev["open_fades"])
-    text = (
-        f"collapsed Q/K gradient {r:.2g} of healthy, hinge {fade:.3g}x larger in the first block than last"
-    )
+    who = ev.get("judged", "collapsed")
+    text = f"{who} Q/K gradient {r:.2g} of healthy, hinge {fade:.3g}x larger in the first block than last"
     if base is not None:
         opened = ", ".join(f"{g} {m:.3g}x" for g, m in meds.items())
         text += f" against {base:.3g}x on an open path ({opened}): {fade / base:.2g} of it"
@@ -222,12 +221,13 @@ def control_evidence_h3(ev: dict) -> dict | None:
     """The evidence of H3's control (:data:`H3_CONTROL_ON`): the open-path networks in the collapsed
     networks' place, their Q/K ratio (median over them of each one's median-over-blocks Q/K task gradient
     over its seed's healthy network's, ``open_qk_ratios``) and their hinge ratios pooled, judged against the
-    same baseline and Q/K controls. None without an open-path network."""
+    same baseline and Q/K controls (``judged`` names them in the reason). None without an open-path
+    network."""
     qks = [x for v in ev["open_qk_ratios"].values() for x in v]
     fades = [x for v in ev["open_fades"].values() for x in v]
     if not qks or not fades:
         return None
-    return ev | {"qk_ratio": float(np.median(qks)), "fades": fades}
+    return ev | {"qk_ratio": float(np.median(qks)), "fades": fades, "judged": "open-path networks'"}
 
 
 RULE_H4 = (
@@ -479,9 +479,8 @@ def h3_evidence(at_collapse: dict, ctl: list[dict], open_rows: list[dict]) -> di
 def judge_h3(ch, at_collapse: dict, ctl: list[dict], open_rows: list[dict]) -> str:
     """H3 (:func:`verdict_h3`) on :func:`h3_evidence`, beside its control (the same rule with the
     open-path networks in the collapsed ones' place, :func:`control_evidence_h3`); the previous rule's
-    verdict and reason (:func:`old_verdict_h3`) and the first rule's (:func:`first_verdict_h3`) recorded
-    beside, glued (``h3_old_rule_verdict``, ``h3_first_rule_verdict``), not checked: both read the fade
-    against a fixed 10x, which the full record's 12.1x sits near."""
+    verdict and reason (:func:`old_verdict_h3`, recorded as ``h3_old_rule_verdict``) and the first rule's
+    (:func:`first_verdict_h3`, glued as ``h3_first_rule_verdict``, kept in the evidence) beside."""
     ev = h3_evidence(at_collapse, ctl, open_rows)
     v, reason = verdict_h3(ev)
     old, old_reason = old_verdict_h3(ev)
@@ -491,8 +490,13 @@ def judge_h3(ch, at_collapse: dict, ctl: list[dict], open_rows: list[dict]) -> s
         cv, creason = "not run", "no open-path network was measured"
     else:
         cv, creason = verdict_h3(cev)
+    ch.value(
+        "h3_old_rule_verdict",
+        old,
+        note="the previous H3 rule (issue #17: the fade against a fixed 10x, the shallower control alone) "
+        "on the same runs",
+    )
     ch.glue("h3_reason", reason)
-    ch.glue("h3_old_rule_verdict", old)
     ch.glue("h3_old_rule_reason", old_reason)
     ch.glue("h3_first_rule_verdict", first)
     ch.glue("h3_control_verdict", cv)
