@@ -6,7 +6,42 @@ from rankcollapse.chapters.repair_path import experiments as rpx
 from rankcollapse.chapters.repair_path import verdicts as rpv
 
 
-def _h3(qk_ratio=1e-6, first=0.3, last=0.005, control=((0.5, False), (0.4, False))):
+def _h3(
+    qk_ratio=1e-6,
+    fades=(30.0, 40.0, 60.0),
+    open_fades=(6.0, 8.0, 10.0),
+    unsettled=(),
+    control=((0.5, False), (0.4, False)),
+    same_depth=(),
+    first=0.3,
+    last=0.005,
+):
+    """H3's evidence: the collapsed networks' hinge ratios ``fades``, the open-path networks' (the healthy
+    networks at the events' steps, ``open_fades``; the same-depth drivers that did not settle,
+    ``unsettled``), the shallower Q/K controls ``control`` and the same-depth ones ``same_depth`` as (Q/K
+    ratio, collapsed); ``first``/``last``: the medians the previous rules read."""
+    rows = [
+        {
+            "seed": s,
+            "kind": "shallower",
+            "depth": 6,
+            "collapsed": c,
+            "final_srank": 1.2 if c else 2.8,
+            "qk_ratio": r,
+        }
+        for s, (r, c) in enumerate(control)
+    ]
+    rows += [
+        {
+            "seed": 10 + s,
+            "kind": "same depth",
+            "depth": 12,
+            "collapsed": c,
+            "final_srank": 1.2 if c else 2.0,
+            "qk_ratio": r,
+        }
+        for s, (r, c) in enumerate(same_depth)
+    ]
     return {
         "qk_ratio": qk_ratio,
         "qk_collapsed": qk_ratio * 0.05,
@@ -14,10 +49,10 @@ def _h3(qk_ratio=1e-6, first=0.3, last=0.005, control=((0.5, False), (0.4, False
         "numerically_zero_blocks": 12,
         "hinge_first": first,
         "hinge_last": last,
-        "control": [
-            {"seed": s, "depth": 6, "collapsed": c, "final_srank": 1.2 if c else 2.8, "qk_ratio": r}
-            for s, (r, c) in enumerate(control)
-        ],
+        "fades": list(fades),
+        "open_fades": {"healthy": list(open_fades), "unsettled": list(unsettled)},
+        "open_qk_ratios": {"healthy": [1.0] * len(open_fades), "unsettled": [0.8] * len(unsettled)},
+        "qk_controls": rows,
     }
 
 
@@ -58,9 +93,10 @@ def _w1(wi=0.3, wc=0.9, tc=0.4):
 
 CASES = {
     "H3": {
-        "supported": _h3(),
+        "supported": _h3(),  # the fade 40x, 5x the open path's 8x
         "refuted": _h3(qk_ratio=0.5),
-        "inconclusive": _h3(control=((0.01, False), (0.02, False))),  # the small alpha closes the path too
+        # the fade no more than an open path's (the full record's per-event ratios against 15x)
+        "inconclusive": _h3(fades=(18.0, 12.1, 34.2, 23.1, 6.4, 4.8, 46.9), open_fades=(13.0, 15.0, 20.0)),
     },
     "H4": {
         "supported": _h4(),
@@ -90,12 +126,122 @@ def test_h3_a_collapsed_control_is_no_control():
     assert v == "inconclusive" and "no control" in reason and "2 of 2" in reason
     # one collapsed control of two: the other one decides
     assert rpv.verdict_h3(_h3(control=((0.001, True), (0.4, False))))[0] == "supported"
-    # the hinge must fade; a hinge that grows toward the last block refutes whatever the control
-    assert rpv.verdict_h3(_h3(first=0.01, last=0.02))[0] == "refuted"
-    assert rpv.verdict_h3(_h3(first=0.05, last=0.01))[0] == "inconclusive"  # fades 5x, not 10x
-    # the previous rule had no control: a path closed by the small alpha alone counted as supported
-    ev = _h3(control=((0.01, False),))
-    assert rpv.verdict_h3(ev)[0] == "inconclusive" and rpv.old_verdict_h3(ev) == "supported"
+    # the small alpha closes the path of the shallower controls too
+    v, reason = rpv.verdict_h3(_h3(control=((0.01, False), (0.02, False))))
+    assert v == "inconclusive" and "small alpha alone" in reason
+    # the same-depth drivers that did not settle are a Q/K control of their own: they can stand alone ...
+    ev = _h3(control=((0.5, True),), same_depth=((0.9, False), (1.1, False)))
+    v, reason = rpv.verdict_h3(ev)
+    assert v == "supported" and "depth-12 same-depth drivers that did not settle (2 of 2)" in reason
+    # ... and a path they keep closed makes the closure the small alpha's, whatever the shallower ones show
+    assert rpv.verdict_h3(_h3(same_depth=((0.02, False), (0.05, False))))[0] == "inconclusive"
+    # a same-depth driver that collapsed after all is no control
+    assert rpv.verdict_h3(_h3(same_depth=((0.02, True),)))[0] == "supported"
+
+
+def test_h3_fade_against_the_open_path():
+    # the hinge must fade: one that grows toward the last block refutes whatever the baseline
+    assert rpv.verdict_h3(_h3(fades=(0.5, 0.8, 2.0)))[0] == "refuted"
+    # exactly the margin is not more than it; just above it is
+    assert rpv.verdict_h3(_h3(fades=(24.0,), open_fades=(8.0,)))[0] == "inconclusive"
+    assert rpv.verdict_h3(_h3(fades=(24.1,), open_fades=(8.0,)))[0] == "supported"
+    # the baseline is the larger kind's median: a same-depth driver at alpha_min fading 20x decides
+    v, reason = rpv.verdict_h3(_h3(unsettled=(20.0, 25.0, 15.0)))
+    assert v == "inconclusive" and "against 20x on an open path" in reason and "2 of it" in reason
+    # no open-path network: no baseline, so the fade cannot count
+    v, reason = rpv.verdict_h3(_h3(open_fades=()))
+    assert v == "inconclusive" and "no baseline" in reason
+    assert rpv.open_baseline({"healthy": [4.0, 6.0], "unsettled": []}) == (5.0, {"healthy": 5.0})
+    assert rpv.fade_of(1.0, 0.0) == float("inf")
+
+
+def test_h3_previous_rules_and_control():
+    # the full record: 12.1x (first over last, medians over events) passed the fixed 10x; the per-event
+    # ratios' median is no more than an open path's, so the new rule does not count the fade
+    ev = _h3(
+        fades=(18.0, 12.1, 34.2, 23.1, 6.4, 4.8, 46.9),
+        open_fades=(13.0, 15.0, 20.0),
+        first=0.178,
+        last=0.0147,
+    )
+    assert rpv.verdict_h3(ev)[0] == "inconclusive"
+    old, why = rpv.old_verdict_h3(ev)
+    assert old == "supported" and "12.1x" in why and rpv.first_verdict_h3(ev) == "supported"
+    # the previous rule read the shallower controls alone; the first had none
+    closed = _h3(control=((0.01, False),))
+    assert rpv.old_verdict_h3(closed)[0] == "inconclusive" and rpv.first_verdict_h3(closed) == "supported"
+    assert rpv.old_verdict_h3(_h3(control=(), same_depth=((0.9, False),)))[0] == "inconclusive"
+    # the control: the open-path networks judged by the same rule give the other outcome
+    cev = rpv.control_evidence_h3(_h3())
+    assert cev["qk_ratio"] == 1.0 and cev["fades"] == [6.0, 8.0, 10.0]
+    v, reason = rpv.verdict_h3(cev)
+    assert v == "refuted" and "still reaches Q/K" in reason
+    assert rpv.control_evidence_h3(_h3(open_fades=())) is None
+
+
+class _Ch:
+    def __init__(self):
+        self.values, self.glued, self.verdicts = {}, {}, {}
+
+    def value(self, name, v, **kw):
+        self.values[name] = v
+        if kw.get("glue", True):
+            self.glued[name] = v
+        return v
+
+    def glue(self, name, v):
+        self.glued[name] = v
+
+    def verdict(self, cid, v, *, claim, rule, evidence):
+        self.verdicts[cid] = {"verdict": v, "rule": rule, "evidence": evidence}
+        return v
+
+
+def _open_row(seed, kind, fade, qk, collapsed=False):
+    row = {"seed": seed, "kind": kind, "fade": fade, "qk_ratio": qk, "collapsed": collapsed}
+    if kind == "unsettled":
+        row["qk_control"] = {
+            "seed": seed,
+            "kind": "same depth",
+            "depth": 12,
+            "collapsed": collapsed,
+            "final_srank": 2.0,
+            "qk_ratio": qk,
+        }
+    return row
+
+
+def test_judge_h3_puts_its_control_beside_the_verdict():
+    at = {
+        "qk_ratio": 1e-7,
+        "qk_collapsed": 5e-9,
+        "qk_healthy": 0.05,
+        "numerically_zero_blocks": 20,
+        "hinge_first": 0.5,
+        "hinge_last": 0.005,
+        "fades": {0: 100.0, 1: 40.0},
+    }
+    ctl = [
+        {"seed": s, "kind": "shallower", "depth": 2, "collapsed": False, "qk_ratio": 20.0} for s in (0, 1)
+    ]
+    rows = [_open_row(0, "healthy", 150.0, 0.8), _open_row(1, "healthy", 270.0, 0.7)]
+    rows += [_open_row(2, "unsettled", 30.0, 0.5), _open_row(3, "unsettled", 1e3, 1e-4, collapsed=True)]
+    ch = _Ch()
+    assert rpv.judge_h3(ch, at, ctl, rows) == "inconclusive"
+    ev = ch.verdicts["H3"]["evidence"]
+    assert ch.verdicts["H3"]["rule"] == rpv.RULE_H3 and ev["fade_margin"] == rpv.FADE_MARGIN
+    assert ev["open_fades"] == {"healthy": [150.0, 270.0], "unsettled": [30.0]}  # seed 3 collapsed: out
+    assert [c["kind"] for c in ev["qk_controls"]] == ["shallower", "shallower", "same depth", "same depth"]
+    assert ev["control"]["verdict"] == "refuted" and "open-path" in ev["control"]["on"]
+    assert ev["control"]["verdict"] != ch.verdicts["H3"]["verdict"]
+    assert ev["old_rule_verdict"] == "supported" and ev["old_rule"] == rpv.OLD_RULE_H3
+    assert ev["first_rule"]["verdict"] == "supported"
+    assert ch.glued["h3_control_verdict"] == "refuted" and ch.glued["h3_old_rule_verdict"] == "supported"
+    assert "no more than 3x" in ch.glued["h3_reason"]
+    # no open-path network: the control is not run
+    ch = _Ch()
+    rpv.judge_h3(ch, at, ctl, [])
+    assert ch.verdicts["H3"]["evidence"]["control"]["verdict"] == "not run"
 
 
 def test_h4_unreachable_refutation_and_no_recovery():

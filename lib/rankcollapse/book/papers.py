@@ -165,6 +165,16 @@ def ratio_of(a: str, b: str) -> Callable[[dict], Ours | None]:
     return f
 
 
+def open_fade(values) -> Ours | None:
+    """The hinge's first-to-last gradient ratio on networks with the path open (repair-path's baseline for
+    H3's fade), with the collapsed networks' median ratio over it."""
+    x, m = _v(values, "h3_fade_open"), _v(values, "h3_fade_vs_open")
+    if not _num(x):
+        return None
+    tail = f" (the collapsed networks' median per event: {m:.2g} of it)" if _num(m) else ""
+    return (f"{x:.3g}{tail}", None)
+
+
 COLLAPSE_SRANK = 1.5  # the specification's collapse threshold on the last block's srank
 
 
@@ -520,7 +530,18 @@ NUMBERS: list[PaperNumber] = [
         "≈570 (0.34 / 6e-4)",
         570.0,
         ratio_of("hinge_first", "hinge_last"),
-        LM,
+        LM + "; H3 reads the fade against the same ratio on an open path (next row), not alone",
+    ),
+    PaperNumber(
+        "repair-path",
+        "Hofmann Fig. 2",
+        "hinge gradient, first block over last, on networks with the path open",
+        "not reported",
+        None,
+        open_fade,
+        LM + "; the healthy network at each event's step and the same-depth drivers that did not settle, "
+        "under the same hinge: averaged over blocks, it falls from the first block to the last on any "
+        "network",
     ),
     PaperNumber(
         "repair-path",

@@ -10,6 +10,7 @@ the weight ranks and the traced drivers. The saved collapses and healthy network
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -18,9 +19,15 @@ from ...core.stats import spearman
 from ...lm import gradpath as gp
 from ...lm import model as lm
 from ...lm import training as tr
-from ...repair.controls import control_chain_job, control_collapsed, control_summary, held_control_job
+from ...repair.controls import (
+    control_chain_job,
+    control_collapsed,
+    control_summary,
+    held_control_job,
+    prefix_path,
+)
 from ...repair.drivers import driver_job, run_spec
-from ...repair.recovery import at_step, last_srank, median_around, recovery
+from ...repair.recovery import at_step, last_srank, median_around, q_of, recovery
 from ...repair.spec import StudySpec
 from ...repair.stages import branch_path, run_stage
 from ...repair.treatments import branch_spec
@@ -372,8 +379,9 @@ def _ratio(a_rec: float | None, a_col: float) -> float | None:
 
 
 def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dict]:
-    """H3's control per event seed: the driver of depth ``control_depth`` through the same ramp to the same
-    alpha_min (its final state, at alpha_min), whether it collapsed
+    """H3's shallower control per event seed (``kind = "shallower"``; the same-depth drivers that did not
+    settle are the other kind, :func:`same_depth_controls`): the driver of depth ``control_depth`` through
+    the same ramp to the same alpha_min (its final state, at alpha_min), whether it collapsed
     (:func:`rankcollapse.repair.controls.control_collapsed`), its final srank (10-measurement median), its
     median-over-blocks Q/K task gradient at alpha_min on the probe batch, and that over the healthy
     network's of the same seed (:func:`gradients_at_collapse`)."""
@@ -387,6 +395,7 @@ def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dic
         out.append(
             {
                 "seed": s,
+                "kind": "shallower",
                 "depth": p.control_depth,
                 "collapsed": control_collapsed(c, p.threshold),
                 "final_srank": median_around(c["hist"], c["hist"]["m_step"][-1]),
@@ -397,6 +406,122 @@ def control_rows(p, events: list[dict], grads: dict, controls: dict) -> list[dic
             }
         )
     return out
+
+
+# -- H3's open path: the hinge's fade on networks whose path is open ----------------------------------------
+def healthy_at_spec(study: StudySpec, seed: int) -> tr.RunSpec:
+    """The healthy run's spec for ``seed`` (alpha = 1 throughout, no term), as
+    :func:`rankcollapse.lm.training.healthy` trains it."""
+    return replace(run_spec(study, seed), alpha_knots=((0, 1.0),), term=None)
+
+
+def healthy_at_jobs(study: StudySpec, events: list[dict]) -> tuple[list, list]:
+    """Per event: the healthy network of its seed at the event's step, as a branch of the healthy spec from
+    the seed's saved shared prefix (:func:`rankcollapse.repair.controls.prefix_path`) to the step of the
+    saved collapse. The healthy run trains the same updates from the same state (its first
+    :func:`rankcollapse.lm.training.prefix_end` come from that prefix) but saves no state before its end, so
+    the branch trains those steps again, bit for bit (:func:`open_path_rows` checks its measurement against
+    the healthy run's history); a held branch, saved by content, trained once."""
+    jobs, labels = [], []
+    for e in events:
+        s = e["seed"]
+        spec = healthy_at_spec(study, s)
+        P = tr.prefix_end(run_spec(study, s))
+        jobs.append(("branch", {"parent": prefix_path(study, s), "spec": spec, "steps": e["start"] - P}))
+        labels.append(f"seed {s} healthy network to step {e['start']}")
+    return jobs, labels
+
+
+def _hinge_row(g: dict) -> dict:
+    first, last = g["term_attn"][0], g["term_attn"][-1]
+    return {"hinge_first": first, "hinge_last": last, "fade": first / last if last > 0 else float("inf")}
+
+
+def open_path_rows(p, study: StudySpec, events, drivers, healthy, grads: dict, log=print) -> list[dict]:
+    """H3's networks with the path open, with the hinge's first-to-last gradient ratio (on the attention
+    input weights, as at the collapse) and the median-over-blocks Q/K task gradient over the final healthy
+    network's of the same seed (``qk_ratio``):
+
+    - ``kind = "healthy"``, per event: the healthy network of the event's seed at the event's step
+      (:func:`healthy_at_jobs`, alpha = 1) under the event's own hinge (its beta and s0);
+      ``matches_healthy``: whether its last measurement equals the healthy run's at that step;
+      ``collapsed``: whether the healthy run's 10-measurement median srank there lies below the threshold
+      (then it is no open path);
+    - ``kind = "unsettled"``, per seed whose driver did not settle: the driver's final state (alpha_min)
+      under the hinge with beta = 1 (the ratio does not depend on beta) and s0 = the healthy network's Q at
+      that step; ``collapsed`` by :func:`rankcollapse.repair.controls.control_collapsed`; ``qk_control``:
+      its row as a Q/K control of H3 (kind ``"same depth"``, the form of :func:`control_rows`).
+
+    The saved collapses' and healthy networks' gradients come from ``grads``
+    (:func:`gradients_at_collapse`)."""
+    jobs, labels = healthy_at_jobs(study, events)
+    res = run_stage(study, jobs, log, labels)
+    rows = []
+    for e, b in zip(events, res):
+        s = e["seed"]
+        x, y = _probe(p, s)
+        m = tr.load_model(branch_path(b), 1.0)
+        g = gp.block_grad_norms(m, x, y, term=tr.Term("hinge", e["betas"]["hinge"], e["s0"]), alpha=1.0)
+        hh = healthy[s]["hist"]
+        i, j = b["hist"]["m_step"].index(b["step"]), hh["m_step"].index(b["step"])
+        same = b["hist"]["srank"][i] == hh["srank"][j] and b["hist"]["probe_loss"][i] == hh["probe_loss"][j]
+        srank = median_around(hh, b["step"])
+        rows.append(
+            {
+                "seed": s,
+                "kind": "healthy",
+                "step": b["step"],
+                "alpha": 1.0,
+                **_hinge_row(g),
+                "qk_ratio": med(g["task_qk"]) / med(grads[s]["healthy"]["task_qk"]),
+                "srank": srank,
+                "collapsed": srank < p.threshold,
+                "matches_healthy": bool(same),
+            }
+        )
+    for s in study.driver.seeds:
+        d = drivers[s]
+        if d["collapse"] is not None:
+            continue
+        x, y = _probe(p, s)
+        s0 = q_of(median_around(healthy[s]["hist"], d["step"]))
+        m = tr.load_model(_final_path(d), p.alpha_min)
+        g = gp.block_grad_norms(m, x, y, term=tr.Term("hinge", 1.0, s0), alpha=p.alpha_min)
+        gh = grads[s]["healthy"] if s in grads else None
+        if gh is None:
+            gh = gp.block_grad_norms(tr.load_model(_final_path(healthy[s]), 1.0), x, y, alpha=1.0)
+        qk, qh = med(g["task_qk"]), med(gh["task_qk"])
+        collapsed = control_collapsed(d, p.threshold)
+        srank = median_around(d["hist"], d["hist"]["m_step"][-1])
+        rows.append(
+            {
+                "seed": s,
+                "kind": "unsettled",
+                "step": d["step"],
+                "alpha": p.alpha_min,
+                **_hinge_row(g),
+                "qk_ratio": qk / qh,
+                "srank": srank,
+                "collapsed": collapsed,
+                "qk_control": {
+                    "seed": s,
+                    "kind": "same depth",
+                    "depth": p.depth,
+                    "collapsed": collapsed,
+                    "final_srank": srank,
+                    "qk": qk,
+                    "qk_healthy": qh,
+                    "qk_ratio": qk / qh,
+                    "task_qk": g["task_qk"],
+                },
+            }
+        )
+    return rows
+
+
+def same_depth_controls(rows: list[dict]) -> list[dict]:
+    """The Q/K control rows of the same-depth drivers that did not settle (:func:`open_path_rows`)."""
+    return [o["qk_control"] for o in rows if o["kind"] == "unsettled"]
 
 
 def ramp_rate(p) -> float:

@@ -22,7 +22,19 @@ from .experiments import (
     ramp_rate,
     slow_ramp_rate,
 )
-from .verdicts import H5_MARGIN, QK_CLOSED, h7_pairs
+from .verdicts import (
+    FADE_MARGIN,
+    H5_MARGIN,
+    HINGE_FADE,
+    OPEN_GROUPS,
+    OPEN_LABEL,
+    QK_CLOSED,
+    QK_KINDS,
+    QK_OPEN,
+    fade_of,
+    h7_pairs,
+    open_baseline,
+)
 
 # the paper's numbers this page quotes (depth 12): Figure 2's gradient norms at the collapse, and Figure 6's
 # alpha of collapse and of recovery
@@ -116,7 +128,8 @@ def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
     """Record Figure 2: the per-block gradient norms (collapsed task Q/K, hinge, healthy task Q/K), the
     medians over blocks and events of the Q/K task gradient, collapsed and healthy, and their ratio, the
     blocks with a numerically zero Q/K gradient, and the first and last block's hinge and task gradients.
-    Returns those summaries, which the reopening factor and the H3 verdict read."""
+    Returns those summaries, with each event's hinge ratio, first block over last (``fades``), which the
+    reopening factor and the H3 verdict read."""
     col = {s: g["collapsed"] for s, g in grads.items()}
     hea = {s: g["healthy"] for s, g in grads.items()}
     checks.in_decades(
@@ -194,6 +207,7 @@ def record_block_grads(ch, p, events: list[dict], grads: dict) -> dict:
         "numerically_zero_blocks": n_zero,
         "hinge_first": hinge_first,
         "hinge_last": hinge_last,
+        "fades": {s: fade_of(c["term_attn"][0], c["term_attn"][-1]) for s, c in col.items()},
     }
 
 
@@ -300,10 +314,12 @@ def record_switches(ch, p, sw: dict) -> None:
     ch.glue("h7_alphas_text", _fmt_list(f"{a:g}" for a in p.h7_control_alphas))
 
 
-def record_h3_control(ch, p, ctl: list[dict]) -> None:
-    """Record H3's control per event seed: its final srank, whether it collapsed, its median Q/K task
-    gradient at alpha_min and that over the healthy network's; glue the control depth, how many stayed
-    uncollapsed and the median ratio over those (``"no control"`` when none did)."""
+def record_h3_control(ch, p, ctl: list[dict], same: list[dict] | None = None) -> None:
+    """Record H3's Q/K controls: per event seed the shallower control's final srank, whether it collapsed,
+    its median Q/K task gradient at alpha_min and that over the healthy network's; per same-depth driver
+    that did not settle (``same``, :func:`same_depth_controls`) its Q/K ratio. Glue the control depth, how
+    many stayed uncollapsed and the median ratio over those (``"no control"`` when none did), for each
+    kind."""
     ch.value(
         "control_final_srank",
         [c["final_srank"] for c in ctl],
@@ -326,25 +342,63 @@ def record_h3_control(ch, p, ctl: list[dict]) -> None:
         "control_qk_text",
         "no control" if not ok else f"{float(np.median([c['qk_ratio'] for c in ok])):.2g}",
     )
+    same = same or []
+    sok = [c for c in same if not c["collapsed"]]
+    if same:
+        ch.value(
+            "control_same_depth_qk_ratio",
+            {f"seed {c['seed']}": c["qk_ratio"] for c in same},
+            rtol=1.0,
+            glue=False,
+            note="H3's same-depth drivers that did not settle: median Q/K task gradient at alpha_min / the "
+            "healthy one's; order of magnitude",
+        )
+    if sok:
+        checks.in_decades(
+            ch,
+            "control_same_depth_qk_median",
+            float(np.median([c["qk_ratio"] for c in sok])),
+            decades=1.0,
+            limits=(QK_OPEN,),
+            glue=False,
+            note="median over the uncollapsed same-depth drivers that did not settle; H3 reads it against "
+            "QK_OPEN",
+        )
+    ch.glue(
+        "control_same_depth_text",
+        "none: every driver of this depth settled"
+        if not same
+        else f"{len(sok)} of {len(same)} (seed{'s' if len(same) > 1 else ''} "
+        + ", ".join(str(c["seed"]) for c in same)
+        + ") stayed uncollapsed"
+        + (
+            f"; their median query–key gradient is {float(np.median([c['qk_ratio'] for c in sok])):.2g} of "
+            "the healthy network's"
+            if sok
+            else ""
+        ),
+    )
 
 
 def table_h3_control(ctl: list[dict], at_collapse: dict) -> str:
-    """HTML table: per event seed, H3's control (depth, final srank, collapsed or not, median Q/K task
-    gradient at alpha_min, its ratio to the healthy network's) beside the collapsed networks' median
-    ratio."""
+    """HTML table: per Q/K control of H3 (the shallower control per event seed, and the same-depth drivers
+    that did not settle), its kind, depth, final srank, collapsed or not, median Q/K task gradient at
+    alpha_min and its ratio to the healthy network's, beside the collapsed networks' median ratio."""
     return html_table(
         [
             "seed",
-            "control depth",
-            "control final srank",
-            "control collapsed",
-            "control median Q/K gradient",
+            "control",
+            "depth",
+            "final srank",
+            "collapsed",
+            "median Q/K gradient",
             "control / healthy",
             "collapsed / healthy (median over events)",
         ],
         [
             [
                 c["seed"],
+                QK_KINDS.get(c.get("kind", "shallower"), c.get("kind")),
                 c["depth"],
                 f"{c['final_srank']:.2f}",
                 "yes (no control)" if c["collapsed"] else "no",
@@ -354,6 +408,150 @@ def table_h3_control(ctl: list[dict], at_collapse: dict) -> str:
             ]
             for c in ctl
         ],
+    )
+
+
+def record_open_path(ch, p, at_collapse: dict, rows: list[dict]) -> None:
+    """Record H3's fade beside the open path: the collapsed networks' hinge ratio (first block over last) per
+    event and its median (``h3_fade_collapsed``, read against 1); the open-path networks' per kind
+    (:func:`open_path_rows`, those that collapsed left out) and the baseline, the larger kind's median
+    (``h3_fade_open``); their ratio (``h3_fade_vs_open``, read against FADE_MARGIN); the open-path networks'
+    Q/K ratio, which the control reads (``h3_open_qk_ratio``, against QK_CLOSED and 1/3); whether each
+    healthy network re-trained to its event's step matches the healthy run's history. Glues the sentences
+    the page reads."""
+    fades = at_collapse["fades"]
+    ok = [o for o in rows if not o["collapsed"]]
+    checks.in_decades(
+        ch,
+        "h3_fades_collapsed",
+        {str(s): f for s, f in fades.items()},
+        decades=1.0,
+        glue=False,
+        note="per event: the hinge's gradient in the first block over the last at the saved collapse",
+    )
+    fc = float(np.median(list(fades.values())))
+    checks.in_decades(
+        ch,
+        "h3_fade_collapsed",
+        fc,
+        decades=1.0,
+        limits=(1.0,),
+        note="median over events of the hinge's first-to-last ratio; H3 reads it against 1",
+    )
+    for kind in OPEN_GROUPS:
+        by = {f"seed {o['seed']}": o["fade"] for o in ok if o["kind"] == kind}
+        if by:
+            checks.in_decades(
+                ch,
+                f"h3_open_fades_{kind}",
+                by,
+                decades=1.0,
+                glue=False,
+                note=f"the hinge's first-to-last ratio on {OPEN_LABEL[kind]}",
+            )
+    base, meds = open_baseline({k: [o["fade"] for o in ok if o["kind"] == k] for k in OPEN_GROUPS})
+    ch.glue("h3_fade_margin", FADE_MARGIN)
+    ch.glue("h3_hinge_fade_old", HINGE_FADE)
+    parts = []
+    for kind in OPEN_GROUPS:
+        fs = [o["fade"] for o in ok if o["kind"] == kind]
+        seeds = ", ".join(str(o["seed"]) for o in ok if o["kind"] == kind)
+        parts.append(
+            f"on {OPEN_LABEL[kind]}: none"
+            if not fs
+            else f"on {OPEN_LABEL[kind]} (seed{'s' if len(fs) > 1 else ''} {seeds}): median "
+            f"{float(np.median(fs)):.3g}x, {min(fs):.3g}x to {max(fs):.3g}x"
+        )
+    left = [o for o in rows if o["collapsed"]]
+    if left:
+        parts.append(
+            f"left out, collapsed after all: seed{'s' if len(left) > 1 else ''} "
+            + ", ".join(f"{o['seed']} ({o['kind']}, srank {o['srank']:.2f})" for o in left)
+        )
+    ch.glue("h3_open_text", "; ".join(parts))
+    ch.glue("h3_fades_collapsed_text", f"{min(fades.values()):.3g}x to {max(fades.values()):.3g}x")
+    if base is None:
+        ch.glue("h3_fade_open_text", "not measured (no open-path network)")
+        ch.glue("h3_fade_vs_open_text", "not measured")
+    else:
+        checks.in_decades(
+            ch,
+            "h3_fade_open",
+            base,
+            decades=1.0,
+            glue=False,
+            note="the larger of the open-path kinds' median first-to-last hinge ratios (H3's baseline)",
+        )
+        m = fc / base
+        checks.in_decades(
+            ch,
+            "h3_fade_vs_open",
+            m,
+            decades=1.0,
+            limits=(FADE_MARGIN,),
+            glue=False,
+            note="the collapsed networks' median hinge ratio over the open path's; H3 reads it against "
+            "FADE_MARGIN",
+        )
+        ch.glue("h3_fade_open_text", f"{base:.3g}x")
+        ch.glue("h3_fade_vs_open_text", f"{m:.2g}")
+    qks = [o["qk_ratio"] for o in ok]
+    if qks:
+        checks.in_decades(
+            ch,
+            "h3_open_qk_ratio",
+            float(np.median(qks)),
+            decades=1.0,
+            limits=(QK_CLOSED, 1 / 3),
+            glue=False,
+            note="median over the open-path networks of their Q/K task gradient over the healthy one's; "
+            "H3's control reads it against QK_CLOSED and 1/3",
+        )
+    ch.glue("h3_open_qk_text", "none measured" if not qks else f"{float(np.median(qks)):.2g}")
+    hrows = [o for o in rows if o["kind"] == "healthy"]
+    same = all(o["matches_healthy"] for o in hrows)
+    ch.value(
+        "h3_healthy_at_matches",
+        same,
+        glue=False,
+        note="each healthy network trained again to its event's step measures as the healthy run did there",
+    )
+    bad = [str(o["seed"]) for o in hrows if not o["matches_healthy"]]
+    ch.glue(
+        "h3_healthy_at_text",
+        "each measures exactly as the healthy run did at that step (srank and loss on the probe batch)"
+        if same
+        else f"seed{'s' if len(bad) > 1 else ''} {', '.join(bad)} do not measure as the healthy run did at "
+        "that step, so they are the same updates trained otherwise",
+    )
+
+
+def table_open_path(p, at_collapse: dict, rows: list[dict]) -> str:
+    """HTML table: the hinge's gradient in the first and last block and their ratio, per collapsed network
+    and per open-path network (:func:`open_path_rows`), with each one's Q/K task gradient over the healthy
+    network's."""
+    qk = f"{at_collapse['qk_ratio']:.2g} (median)"
+    out = [
+        [f"seed {s}", "collapsed (saved collapse)", f"{p.alpha_min:g}", f"{f:.3g}", qk]
+        for s, f in at_collapse["fades"].items()
+    ]
+    for o in rows:
+        what = (
+            f"healthy at step {o['step']}" if o["kind"] == "healthy" else f"did not settle, step {o['step']}"
+        )
+        if o["collapsed"]:
+            what += " (collapsed after all: left out)"
+        out.append(
+            [
+                f"seed {o['seed']}",
+                what,
+                f"{o['alpha']:g}",
+                f"{o['fade']:.3g}",
+                f"{o['qk_ratio']:.2g}",
+            ]
+        )
+    return html_table(
+        ["network", "kind", "alpha", "hinge gradient, first block / last", "Q/K gradient / healthy"], out
     )
 
 

@@ -1,8 +1,8 @@
 """Chapter `repair-path`, verdicts: each claim's rule (H3, H4, H5, H7, W1), as its stated text
 (``RULE_<ID>``), its decision function (``verdict_<id>``), the thresholds it names and the control it reads
-(H7's never-collapsed controls, :func:`h7_pairs`); the previous rules shown beside (``OLD_RULE_<ID>``,
-``old_verdict_<id>``), the functions that record each verdict (``judge_<id>``), :data:`VERDICTS` and
-:data:`SMOKE_VERDICT_NOTES`.
+(H7's never-collapsed controls, :func:`h7_pairs`; H3's open-path networks, :func:`h3_evidence`); the previous
+rules shown beside (``OLD_RULE_<ID>``, ``old_verdict_<id>``; H3's first rule, ``FIRST_RULE_H3``), the
+functions that record each verdict (``judge_<id>``), :data:`VERDICTS` and :data:`SMOKE_VERDICT_NOTES`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,39 @@ from .experiments import detection_lag_alpha
 # old_verdict_<id> give the previous rule's verdict on the same run, recorded beside.
 QK_CLOSED = 0.01  # H3: the collapsed networks' Q/K task gradient below this share of the healthy one's
 QK_OPEN = 0.1  # H3: a control whose Q/K task gradient keeps at least this share has an open path
-HINGE_FADE = 10  # H3: the hinge's gradient at least this much larger in the first block than in the last
+# H3 (issue #42): the hinge is averaged over all blocks, so block 1's weights feed every block's term and the
+# last block's feed one; its first-to-last gradient ratio is large on any network, collapsed or not (13-20x
+# on untrained depth-12 networks at alpha 1, 19-41x at alpha 0.3, 5-10x at depth 6, measured for the issue
+# with the path open). The fade counts for the collapse only where the collapsed networks' ratio exceeds the
+# open-path networks' by this factor, fixed before the results (issue #42, item 2)
+FADE_MARGIN = 3
+HINGE_FADE = 10  # H3's previous rule (issue #17): the hinge's first-to-last ratio at least this, no baseline
+OPEN_GROUPS = ("healthy", "unsettled")  # H3's open-path networks (verdict_h3's ``open_fades`` keys)
+OPEN_LABEL = {
+    "healthy": "the healthy network of each event's seed at the event's step",
+    "unsettled": "the same-depth drivers that did not settle and stayed uncollapsed",
+}
 H5_MARGIN = 50  # H5: steps; the within-seed spread of recovery times is +-25-40 steps (issue #17)
 H7_SUPPORT, H7_REFUTE = 0.05, 0.01  # H7: nats of excess loss over the never-collapsed control
 
 RULE_H3 = (
+    "with r = the collapsed networks' median Q/K task gradient (median over blocks, then events) over the "
+    "healthy networks', fade = the median over events of the hinge's gradient on the attention input in the "
+    "first block over the last, and the same ratio of the same hinge (s0 = the healthy Q at that step) on "
+    "networks with the path open: the healthy network of each event's seed at the event's step (alpha 1) "
+    "and the same-depth drivers that did not settle and stayed uncollapsed (at their end, alpha_min); "
+    "B = the larger of the two kinds' medians (a kind with no network left out). Refuted if r >= 1/3 or "
+    "fade < 1; inconclusive if no open-path network was measured (the fade has no baseline); else, with the "
+    "Q/K controls (per event seed, a network of depth control_depth driven through the same ramp to the "
+    "same alpha_min; and the same-depth drivers that did not settle; one that collapsed, by its detector or "
+    "a final 10-measurement median srank below the threshold, is no control) and c = each kind's median "
+    "over its uncollapsed controls of their Q/K task gradient at alpha_min over the healthy network's of "
+    f"the same seed: inconclusive if no control stayed uncollapsed, or if c < {QK_OPEN:g} for either kind "
+    "(the small alpha alone closes the path, so the closure cannot be blamed on the collapse); supported "
+    f"if r < {QK_CLOSED:g} and fade / B > {FADE_MARGIN:g} (the hinge fades more than its averaging over "
+    "blocks makes it fade on an open path); else inconclusive"
+)
+OLD_RULE_H3 = (
     "with r = the collapsed networks' median Q/K task gradient (median over blocks, then events) over the "
     "healthy networks' and fade = the hinge's gradient in the first block over the last (medians over "
     "events): refuted if r >= 1/3 or fade < 1; else, with the control (per event seed, a network of "
@@ -37,21 +65,119 @@ RULE_H3 = (
     f"closes the path, so the closure cannot be blamed on the collapse); supported if r < {QK_CLOSED:g} and "
     f"fade >= {HINGE_FADE}; else inconclusive"
 )
-OLD_RULE_H3 = (
+FIRST_RULE_H3 = (
     "supported if the collapsed networks' median Q/K task gradient is below 1/100 of the healthy one's and "
     "the hinge's gradient is at least 10x larger in the first block than in the last; refuted if the Q/K "
     "ratio is at least 1/3 or the hinge's gradient grows towards the last block; else inconclusive (no "
     "control)"
 )
+RULE_H3_CHANGE = (
+    "The hinge is averaged over all blocks, so the first block's weights feed every block's term and the "
+    "last block's feed only its own: its first-to-last gradient ratio is large on any network, collapsed or "
+    f"not. The previous rule's fixed {HINGE_FADE}x lay below what networks with the path open show (issue "
+    "#42), so its fade could not fail for want of a collapse. The fade now counts only where the collapsed "
+    "networks' ratio exceeds the same ratio on open-path networks of the same depth by the factor "
+    f"{FADE_MARGIN:g}, fixed before the results; the same-depth drivers that did not settle join the Q/K "
+    "control"
+)
+H3_CONTROL_ON = (
+    "the open-path networks in place of the collapsed ones: the healthy network of each event's seed at the "
+    "event's step and the same-depth drivers that did not settle"
+)
+QK_KINDS = {"shallower": "shallower controls", "same depth": "same-depth drivers that did not settle"}
+
+
+def fade_of(first: float, last: float) -> float:
+    """The hinge's gradient in the first block over the last (inf when the last is zero)."""
+    return first / last if last > 0 else float("inf")
 
 
 def _fade(ev: dict) -> float:
-    return ev["hinge_first"] / max(ev["hinge_last"], 1e-300)
+    return fade_of(ev["hinge_first"], ev["hinge_last"])
+
+
+def _kind(c: dict) -> str:
+    return c.get("kind", "shallower")
+
+
+def open_baseline(open_fades: dict) -> tuple[float | None, dict]:
+    """H3's open-path baseline: per kind of open-path network (:data:`OPEN_GROUPS`) with at least one
+    network, the median of their hinge ratios, and the largest of those (None: no open-path network)."""
+    meds = {g: float(np.median(v)) for g, v in open_fades.items() if len(v)}
+    return (max(meds.values()) if meds else None), meds
+
+
+def _qk_controls(ctl: list[dict]) -> tuple[dict, dict]:
+    """Per kind of Q/K control present: (uncollapsed, all) counts, and the median Q/K ratio of the
+    uncollapsed (None: none stayed uncollapsed)."""
+    counts, meds = {}, {}
+    for k in dict.fromkeys(_kind(c) for c in ctl):
+        rows = [c for c in ctl if _kind(c) == k]
+        ok = [c["qk_ratio"] for c in rows if not c["collapsed"]]
+        counts[k] = (len(ok), len(rows))
+        meds[k] = float(np.median(ok)) if ok else None
+    return counts, meds
+
+
+def _qk_control_text(ctl: list[dict], counts: dict, meds: dict) -> str:
+    parts = []
+    for k, (n_ok, n) in counts.items():
+        depth = next(c["depth"] for c in ctl if _kind(c) == k)
+        what = f"depth-{depth} {QK_KINDS.get(k, k)}"
+        parts.append(
+            f"the uncollapsed {what} ({n_ok} of {n}) keep Q/K at {meds[k]:.2g} of healthy"
+            if n_ok
+            else f"{n} of {n} {what} collapsed themselves"
+        )
+    return "; ".join(parts) if parts else "no Q/K control was run"
 
 
 def verdict_h3(ev: dict) -> tuple[str, str]:
-    """H3 from ``qk_ratio``, ``hinge_first``, ``hinge_last`` (:func:`record_block_grads`) and ``control``
-    (:func:`control_rows`: per seed ``depth``, ``collapsed``, ``final_srank``, ``qk_ratio``)."""
+    """H3 (:data:`RULE_H3`) from ``qk_ratio`` (:func:`record_block_grads`), ``fades`` (the collapsed
+    networks' hinge ratio, first block over last, one per event), ``open_fades`` (``{kind: [ratio per
+    open-path network]}``, kinds :data:`OPEN_GROUPS`) and ``qk_controls`` (:func:`control_rows`: per
+    control ``kind``, ``depth``, ``collapsed``, ``qk_ratio``)."""
+    r = ev["qk_ratio"]
+    fade = float(np.median(ev["fades"]))
+    base, meds = open_baseline(ev["open_fades"])
+    who = ev.get("judged", "collapsed")
+    text = f"{who} Q/K gradient {r:.2g} of healthy, hinge {fade:.3g}x larger in the first block than last"
+    if base is not None:
+        opened = ", ".join(f"{g} {m:.3g}x" for g, m in meds.items())
+        text += f" against {base:.3g}x on an open path ({opened}): {fade / base:.2g} of it"
+    if r >= 1 / 3:
+        return "refuted", f"the task gradient still reaches Q/K: {text}"
+    if fade < 1:
+        return "refuted", f"the hinge's gradient grows toward the collapsing blocks: {text}"
+    if base is None:
+        return "inconclusive", f"no open-path network measured, so the fade has no baseline: {text}"
+    ctl = ev["qk_controls"]
+    counts, cmeds = _qk_controls(ctl)
+    ctext = f"{text}; {_qk_control_text(ctl, counts, cmeds)}"
+    if not any(n_ok for n_ok, _ in counts.values()):
+        return "inconclusive", f"no control: {ctext}"
+    closed = [k for k, c in cmeds.items() if c is not None and c < QK_OPEN]
+    if closed:
+        return "inconclusive", f"the small alpha alone closes the path: {ctext}"
+    if r < QK_CLOSED and fade > FADE_MARGIN * base:
+        return (
+            "supported",
+            f"the path is closed by the collapse, not the small alpha, and the hinge fades more than on an "
+            f"open path: {ctext}",
+        )
+    if r < QK_CLOSED:
+        return (
+            "inconclusive",
+            f"the Q/K path is closed by the collapse, but the hinge fades no more than {FADE_MARGIN:g}x its "
+            f"fade on an open path (its averaging over blocks): {ctext}",
+        )
+    return "inconclusive", f"the path is not closed far enough: {ctext}"
+
+
+def old_verdict_h3(ev: dict) -> tuple[str, str]:
+    """The previous H3 rule (:data:`OLD_RULE_H3`, issue #17): the fade read against a fixed
+    :data:`HINGE_FADE` (from ``hinge_first``, ``hinge_last``, medians over events) and the Q/K control of
+    shallower networks alone. Kept to show its verdict beside the new one."""
     r, fade = ev["qk_ratio"], _fade(ev)
     text = (
         f"collapsed Q/K gradient {r:.2g} of healthy, hinge {fade:.3g}x larger in the first block than last"
@@ -60,7 +186,7 @@ def verdict_h3(ev: dict) -> tuple[str, str]:
         return "refuted", f"the task gradient still reaches Q/K: {text}"
     if fade < 1:
         return "refuted", f"the hinge's gradient grows toward the collapsing blocks: {text}"
-    ctl = ev["control"]
+    ctl = [c for c in ev["qk_controls"] if _kind(c) == "shallower"]
     ok = [c for c in ctl if not c["collapsed"]]
     depth = ctl[0]["depth"] if ctl else "?"
     if not ok:
@@ -80,8 +206,8 @@ def verdict_h3(ev: dict) -> tuple[str, str]:
     return "inconclusive", f"the path is not closed far enough or the hinge does not fade enough: {ctext}"
 
 
-def old_verdict_h3(ev: dict) -> str:
-    """The previous H3 rule (:data:`OLD_RULE_H3`): no control, so a path closed by the small alpha itself
+def first_verdict_h3(ev: dict) -> str:
+    """The first H3 rule (:data:`FIRST_RULE_H3`): no control, so a path closed by the small alpha itself
     counted for the collapse. Kept to show its verdict beside the new one."""
     r, fade = ev["qk_ratio"], _fade(ev)
     if r < QK_CLOSED and fade >= HINGE_FADE:
@@ -89,6 +215,19 @@ def old_verdict_h3(ev: dict) -> str:
     if r >= 1 / 3 or fade < 1:
         return "refuted"
     return "inconclusive"
+
+
+def control_evidence_h3(ev: dict) -> dict | None:
+    """The evidence of H3's control (:data:`H3_CONTROL_ON`): the open-path networks in the collapsed
+    networks' place, their Q/K ratio (median over them of each one's median-over-blocks Q/K task gradient
+    over its seed's healthy network's, ``open_qk_ratios``) and their hinge ratios pooled, judged against the
+    same baseline and Q/K controls (``judged`` names them in the reason). None without an open-path
+    network."""
+    qks = [x for v in ev["open_qk_ratios"].values() for x in v]
+    fades = [x for v in ev["open_fades"].values() for x in v]
+    if not qks or not fades:
+        return None
+    return ev | {"qk_ratio": float(np.median(qks)), "fades": fades, "judged": "open-path networks'"}
 
 
 RULE_H4 = (
@@ -314,29 +453,72 @@ SMOKE_VERDICT_NOTES: dict[str, str] = {
 VERDICTS = {"H3": verdict_h3, "H4": verdict_h4, "H5": verdict_h5, "H7": verdict_h7, "W1": verdict_w1}
 
 
-def judge_h3(ch, at_collapse: dict, ctl: list[dict]) -> str:
-    """H3 (:func:`verdict_h3`) on :func:`record_block_grads`' summaries and the control rows of
-    :func:`control_rows`; the previous rule's verdict (:func:`old_verdict_h3`) recorded beside."""
-    ev = {
+def h3_evidence(at_collapse: dict, ctl: list[dict], open_rows: list[dict]) -> dict:
+    """H3's evidence: :func:`record_block_grads`' summaries with the collapsed networks' hinge ratio per
+    event (``fades``), the open-path networks' (:func:`open_path_rows`; ``open_fades`` and their Q/K ratios
+    ``open_qk_ratios`` per kind, a same-depth driver that collapsed after all left out of both) and the Q/K
+    controls (``qk_controls``: the shallower controls of :func:`control_rows` and the same-depth drivers that
+    did not settle)."""
+    ok = [o for o in open_rows if not o["collapsed"]]
+    return {
         "qk_ratio": at_collapse["qk_ratio"],
         "qk_collapsed": at_collapse["qk_collapsed"],
         "qk_healthy": at_collapse["qk_healthy"],
         "numerically_zero_blocks": at_collapse["numerically_zero_blocks"],
         "hinge_first": at_collapse["hinge_first"],
         "hinge_last": at_collapse["hinge_last"],
-        "control": ctl,
+        "fades": list(at_collapse["fades"].values()),
+        "fade_seeds": list(at_collapse["fades"]),
+        "open_fades": {g: [o["fade"] for o in ok if o["kind"] == g] for g in OPEN_GROUPS},
+        "open_qk_ratios": {g: [o["qk_ratio"] for o in ok if o["kind"] == g] for g in OPEN_GROUPS},
+        "open_seeds": {g: [o["seed"] for o in ok if o["kind"] == g] for g in OPEN_GROUPS},
+        "qk_controls": ctl + [o["qk_control"] for o in open_rows if o["kind"] == "unsettled"],
     }
+
+
+def judge_h3(ch, at_collapse: dict, ctl: list[dict], open_rows: list[dict]) -> str:
+    """H3 (:func:`verdict_h3`) on :func:`h3_evidence`, beside its control (the same rule with the
+    open-path networks in the collapsed ones' place, :func:`control_evidence_h3`); the previous rule's
+    verdict and reason (:func:`old_verdict_h3`, recorded as ``h3_old_rule_verdict``) and the first rule's
+    (:func:`first_verdict_h3`, glued as ``h3_first_rule_verdict``, kept in the evidence) beside."""
+    ev = h3_evidence(at_collapse, ctl, open_rows)
     v, reason = verdict_h3(ev)
-    old = old_verdict_h3(ev)
-    ch.value("h3_old_rule_verdict", old, note="the previous H3 rule (no control) on the same runs")
+    old, old_reason = old_verdict_h3(ev)
+    first = first_verdict_h3(ev)
+    cev = control_evidence_h3(ev)
+    if cev is None:
+        cv, creason = "not run", "no open-path network was measured"
+    else:
+        cv, creason = verdict_h3(cev)
+    ch.value(
+        "h3_old_rule_verdict",
+        old,
+        note="the previous H3 rule (issue #17: the fade against a fixed 10x, the shallower control alone) "
+        "on the same runs",
+    )
     ch.glue("h3_reason", reason)
+    ch.glue("h3_old_rule_reason", old_reason)
+    ch.glue("h3_first_rule_verdict", first)
+    ch.glue("h3_control_verdict", cv)
+    ch.glue("h3_control_reason", creason)
+    ch.glue("h3_rule_change", RULE_H3_CHANGE)
     return ch.verdict(
         "H3",
         v,
         claim="the task gradient no longer reaches query and key; the term's gradient fades before "
         "the collapsing blocks",
         rule=RULE_H3,
-        evidence=ev | {"old_rule": OLD_RULE_H3, "old_rule_verdict": old, "reason": reason},
+        evidence=ev
+        | {
+            "fade_margin": FADE_MARGIN,
+            "control": {"on": H3_CONTROL_ON, "verdict": cv, "reason": creason},
+            "old_rule": OLD_RULE_H3,
+            "old_rule_verdict": old,
+            "old_rule_reason": old_reason,
+            "first_rule": {"rule": FIRST_RULE_H3, "verdict": first},
+            "rule_change": RULE_H3_CHANGE,
+            "reason": reason,
+        },
     )
 
 
