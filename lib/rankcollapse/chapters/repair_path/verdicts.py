@@ -25,7 +25,7 @@ QK_OPEN = 0.1  # H3: a control whose Q/K task gradient keeps at least this share
 # last block's feed one; its first-to-last gradient ratio is large on any network, collapsed or not (13-20x
 # on untrained depth-12 networks at alpha 1, 19-41x at alpha 0.3, 5-10x at depth 6, measured for the issue
 # with the path open). The fade counts for the collapse only where the collapsed networks' ratio exceeds the
-# open-path networks' by this factor, fixed before the results (issue #42, item 2)
+# open-path networks' by this factor, set with issue #42 (item 2) after the smoke run's ratios had been seen
 FADE_MARGIN = 3
 HINGE_FADE = 10  # H3's previous rule (issue #17): the hinge's first-to-last ratio at least this, no baseline
 OPEN_GROUPS = ("healthy", "unsettled")  # H3's open-path networks (verdict_h3's ``open_fades`` keys)
@@ -77,7 +77,8 @@ RULE_H3_CHANGE = (
     f"not. The previous rule's fixed {HINGE_FADE}x lay below what networks with the path open show (issue "
     "#42), so its fade could not fail for want of a collapse. The fade now counts only where the collapsed "
     "networks' ratio exceeds the same ratio on open-path networks of the same depth by the factor "
-    f"{FADE_MARGIN:g}, fixed before the results; the same-depth drivers that did not settle join the Q/K "
+    f"{FADE_MARGIN:g}, set after the smoke run's ratios had been seen (not the full run's); the same-depth "
+    "drivers that did not settle join the Q/K "
     "control"
 )
 H3_CONTROL_ON = (
