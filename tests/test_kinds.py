@@ -251,3 +251,15 @@ def test_the_replaced_record_widens_only_what_it_measured_the_same_way():
     records.record_with_spread(_doc({"x": e}, v_new), {records.RECORDED: _doc({"x": e}, v_old)})
     with pytest.raises(records.RecordError, match="verdict C"):
         records.record_with_spread(_doc({"x": e}, v_new), {"avx2": _doc({"x": e}, v_old)})
+
+
+def test_the_replaced_record_may_lack_parameters_added_since_but_no_other():
+    e = {"value": 1.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}
+    now = {**_doc({"x": e}), "params": {"a": 1, "new": 3}}
+    old = {**_doc({"x": {**e, "rtol": 0.5}}), "params": {"a": 1}}
+    x = records.record_with_spread(now, {records.RECORDED: old})["values"]["x"]
+    assert x["rtol"] == pytest.approx(0.5)
+    with pytest.raises(records.RecordError, match="other parameters"):
+        records.record_with_spread(now, {records.RECORDED: {**old, "params": {"a": 2}}})
+    with pytest.raises(records.RecordError, match="other parameters"):
+        records.record_with_spread(now, {"avx2": old})

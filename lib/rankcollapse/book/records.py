@@ -743,9 +743,11 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
     run: a value it lacks (new since) takes its spread from the other variants alone."""
     names = list(variant_docs)
     for n, d in variant_docs.items():
-        if {k: v for k, v in d.get("params", {}).items() if k not in HOW_RUN} != {
-            k: v for k, v in doc.get("params", {}).items() if k not in HOW_RUN
-        }:
+        theirs = {k: v for k, v in d.get("params", {}).items() if k not in HOW_RUN}
+        ours = {k: v for k, v in doc.get("params", {}).items() if k not in HOW_RUN}
+        if n == RECORDED and all(ours.get(k) == v for k, v in theirs.items()):
+            continue  # the replaced record lacks only parameters added since (they add runs, change none)
+        if theirs != ours:
             raise RecordError(f"variant '{n}' of chapter '{doc['chapter']}' ran with other parameters")
         if n != RECORDED and d.get("code_hash") != doc.get("code_hash"):
             # a variant left in its build root by an earlier version of the code: not the spread of this code
