@@ -268,7 +268,8 @@ def test_h7_evidence_judges_recovered_settled_bursts_and_the_control_the_others(
     ev = verdicts.h7_evidence(p, bursts)
     assert [x["burst"] for x in ev["judged"]] == ["s1 x20"] and ev["judged"][0]["reference"] == 0.19
     assert ev["n_settled"] == 3 and [x["burst"] for x in ev["extension_only"]] == ["s1 x24"]
-    assert verdicts.verdict_h7(ev)[0] == "supported"
+    v, why = verdicts.verdict_h7(ev)  # one judged burst: fewer than the rule needs
+    assert v == "inconclusive" and f"needs {verdicts.H7_MIN_JUDGED}" in why
     ctl = verdicts.h7_control_evidence(p, bursts)
     assert [x["burst"] for x in ctl["judged"]] == ["s0 x16", "s1 x16", "s0 x20"]
     vc, why = verdicts.verdict_h7(ctl)
@@ -280,7 +281,13 @@ def test_h7_without_a_reference_or_a_recovery():
     assert v == "inconclusive" and "of 4 settled" in why
     v, why = verdicts.verdict_h7(_s7([], n_candidates=2))
     assert v == "inconclusive" and "none has a burst of similar size" in why
-    assert verdicts.verdict_h7(_s7([(0.43, 0.40)]))[0] == "inconclusive"  # +0.03: in between
+    three = [(0.43, 0.40), (0.44, 0.41), (0.42, 0.39)]
+    assert verdicts.verdict_h7(_s7(three))[0] == "inconclusive"  # +0.03: in between
+    assert verdicts.verdict_h7(_s7([(g + 0.1, r) for g, r in three]))[0] == "supported"
+    assert verdicts.verdict_h7(_s7([(r, r) for g, r in three]))[0] == "refuted"
+    # two bursts, each against the other, cancel by construction: no decision
+    v, why = verdicts.verdict_h7(_s7([(0.5, 0.4), (0.4, 0.5)]))
+    assert v == "inconclusive" and "cancel by construction" in why
 
 
 def test_h6_evidence_counts_classes_and_the_skip_control_is_refuted():

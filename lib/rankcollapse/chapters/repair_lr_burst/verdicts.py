@@ -64,6 +64,7 @@ RULE_H6_CHANGE_SETTLE = (
 H6_CONTROL_ON = "the drivers' settled skip collapses, whose path the weakened skip closes"
 
 
+H7_MIN_JUDGED = 3  # H7: bursts judged at least; two judged against each other cancel by construction
 RULE_H7 = (
     "over the bursts that settled into a collapse (H6's settling rule) and recovered untreated within the "
     "branch: each one's gap = its final probe loss minus its paired control's at the branch's end (same "
@@ -71,7 +72,8 @@ RULE_H7 = (
     "the bursts that did not settle at the same multiplier (where none did, at the adjacent multipliers of "
     "the grid): supported if the median over the judged bursts of gap minus reference exceeds 0.05 nats "
     "(the loss stays above what a burst of that size leaves without a collapse), refuted if it is below "
-    "0.01; inconclusive if none recovered within the branch, if none has a reference, or in between. "
+    "0.01; inconclusive if none recovered within the branch, if fewer than 3 have a reference (two, each "
+    "against the other, cancel by construction), or in between. "
     "Bursts that recovered only in the extension are reported beside with their gap at the extension's "
     "end, not judged (no burst that did not settle was followed that far). The control: the same rule on "
     "the bursts that did not settle, each against the others (itself left out of its reference)"
@@ -255,6 +257,12 @@ def verdict_h7(evidence: dict) -> tuple[str, str]:
     if not j:
         return "inconclusive", (
             f"{n_c} {what}, but none has a burst of similar size that did not settle to compare with"
+        )
+    if len(j) < H7_MIN_JUDGED:
+        return "inconclusive", (
+            f"only {len(j)} {what} (of {n_c}) judged against similar-size bursts that did not settle; the "
+            f"rule needs {H7_MIN_JUDGED} (with two, each against the other, the differences cancel by "
+            "construction)"
         )
     d = float(np.median([x["diff"] for x in j]))
     head = (
