@@ -87,23 +87,28 @@ def test_trajectory_matches_metrics():
     assert tr["res"][2] == pytest.approx(float(M.norm_1inf(M.res(hs[2]))))
 
 
-def _c2(exact, san, skip, n):
+def _c2(exact, kept, collapsed, exploded):
     return skv.verdict_c2(
         {
             "construct_all_exact": exact,
             "construct_cases": 4,
-            "san_collapsed": san,
-            "skip_collapsed": skip,
-            "networks_per_variant": n,
+            "networks": kept + collapsed + exploded,
+            "kept": kept,
+            "collapsed": collapsed,
+            "exploded": exploded,
         }
     )[0]
 
 
 def test_linear_reference_and_verdict_rules():
-    assert _c2(True, 6, 0, 6) == "supported"
-    assert _c2(False, 6, 0, 6) == "refuted"
-    assert _c2(True, 6, 6, 6) == "refuted"
-    assert _c2(True, 6, 2, 6) == "inconclusive"
+    assert _c2(True, 6, 0, 0) == "supported"
+    assert _c2(False, 6, 0, 0) == "refuted"
+    assert _c2(True, 0, 6, 0) == "refuted"
+    assert _c2(True, 3, 1, 2) == "inconclusive"
+    assert _c2(True, 1, 0, 5) == "refuted"  # exploded networks never count as a collapse prevented
+    # the previous rule, shown beside: an exploded network whose relative residual fell counted as collapsed
+    old = {"construct_all_exact": True, "construct_cases": 4, "san_collapsed": 6, "skip_collapsed": 0}
+    assert skv.old_verdict_c2({**old, "networks_per_variant": 6})[0] == "supported"
 
 
 def test_head_betas_and_projection_by_hand():

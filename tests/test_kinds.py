@@ -263,3 +263,15 @@ def test_the_replaced_record_may_lack_parameters_added_since_but_no_other():
         records.record_with_spread(now, {records.RECORDED: {**old, "params": {"a": 2}}})
     with pytest.raises(records.RecordError, match="other parameters"):
         records.record_with_spread(now, {"avx2": old})
+
+
+def test_an_integer_read_against_a_line_keeps_one_step_and_its_side():
+    ch = _Ch()
+    checks.against(ch, "layer", -1, limits=(-0.5,), atol=1)  # "never collapsed" against "collapsed at l"
+    e = ch.results.values["layer"]
+    x = records.record_with_spread(_doc({"layer": e}), {"avx2": _doc({"layer": e})})["values"]["layer"]
+    assert x["atol"] == 1 and records.kind_violations(_doc({"layer": x})) == []
+    assert not records.compare(_doc({"layer": x}), _doc({"layer": {**e, "value": 0}}))[0].ok  # crossed
+    far = {**e, "value": 5, "atol": 4.0}
+    y = records.record_with_spread(_doc({"layer": far}), {"avx2": _doc({"layer": far})})["values"]["layer"]
+    assert y["atol"] == 4 and records.kind_violations(_doc({"layer": {**y, "atol": 6.0}}))

@@ -262,11 +262,18 @@ def margin_abs(v: Any, limits) -> list[float]:
     return out
 
 
+def _int_leaves(v: Any) -> bool:
+    leaves = [x for _, x in _leaves(v)]
+    return bool(leaves) and all(isinstance(x, int) and not isinstance(x, bool) for x in leaves)
+
+
 def cap_at_lines(entry: dict, measured_abs: float) -> tuple[dict, str]:
     """``entry``'s tolerance (rtol, atol) capped so that no leaf's tolerance reaches past its recorded
     distance to the nearest of its rule's lines (field ``limits``); with ``margin`` (the smallest distance)
     and ``fragile`` (the largest deviation measured between kernel variants, ``measured_abs``, reaches it).
-    Returns the entry and a sentence for its note."""
+    An integer-only value moves by whole steps: it keeps +-1 (the same-side check then holds it to its side
+    of a half-integer line) and is capped at the whole steps its margin allows beyond that. Returns the
+    entry and a sentence for its note."""
     lims = entry.get("limits") or ()
     if not lims:
         return entry, ""
@@ -278,7 +285,10 @@ def cap_at_lines(entry: dict, measured_abs: float) -> tuple[dict, str]:
     out["fragile"] = bool(measured_abs >= m)
     rtol, atol = float(out.get("rtol", 0.0)), float(out.get("atol", 0.0))
     capped = False
-    if leaves and any(atol + rtol * abs(x) > mi for x, mi in zip(leaves, margins)):
+    if _int_leaves(entry["value"]):  # integers move by whole steps: the same-side check holds the line
+        if rtol > 0 or atol > max(1.0, math.floor(m)):
+            capped, rtol, atol = True, 0.0, min(max(atol, 1.0), max(1.0, math.floor(m)))
+    elif leaves and any(atol + rtol * abs(x) > mi for x, mi in zip(leaves, margins)):
         capped = True
         atol = min(atol, m)
         room = [(mi - atol) / abs(x) for x, mi in zip(leaves, margins) if x != 0]
@@ -434,7 +444,7 @@ def kind_violations(doc: dict) -> list[str]:
         if e.get("limits") and e.get("kind") not in ("log", "floor"):
             margins = margin_abs(e["value"], e["limits"])
             leaves = [float(x) for _, x in _leaves(e["value"]) if _is_num(x) and math.isfinite(float(x))]
-            if e.get("kind") == "count":
+            if e.get("kind") == "count" or _int_leaves(e["value"]):  # whole steps, held to their side
                 if e.get("atol", 0) > 1 and e["atol"] > min(margins, default=math.inf):
                     bad.append(
                         f"{name}: a count held to +-{e['atol']:g}, wider than its margin "

@@ -270,20 +270,22 @@ def record_skip_control(ch, ctl: list[dict]) -> dict:
     :func:`skip_control_summary` (C1's judge reads it)."""
     cs = skip_control_summary(ctl)
     checks.exact(ch, "ctl_runs", cs["runs"], why="the parameters set it (the curves' configurations)")
-    ch.value("ctl_collapsed", cs["collapsed"], atol=0, note="count of skip runs with r(X_L) <= collapse_tol")
-    ch.value("ctl_decaying_fits", cs["decaying_fits"], atol=1, note="count")
+    n = cs["runs"]
+    checks.count(ch, "ctl_collapsed", cs["collapsed"], of=n, note="skip runs with r(X_L) <= collapse_tol")
+    checks.count(ch, "ctl_decaying_fits", cs["decaying_fits"], of=n, note="runs with a decaying segment")
     for k in ("exponent_decaying_median", "kappa_median"):
         if cs[k] is not None:
             ch.value(f"ctl_{k}", cs[k], atol=0.02, note="median of per-run log-log slopes")
         else:
             ch.glue(f"ctl_{k}", math.nan)
-    ch.value("ctl_certified_drawn", cs["certified_drawn"], atol=0, note="count")
-    ch.value("ctl_certified_scaled", cs["certified_scaled"], atol=0, note="count")
-    ch.value(
+    checks.count(ch, "ctl_certified_drawn", cs["certified_drawn"], of=n, note="certified as drawn")
+    checks.count(ch, "ctl_certified_scaled", cs["certified_scaled"], of=n, note="certified once scaled")
+    checks.count(
+        ch,
         "ctl_certified_collapsed",
         cs["certified_drawn_collapsed"] + cs["certified_scaled_collapsed"],
-        atol=0,
-        note="count; the skip keeps the residual far above collapse_tol",
+        of=cs["certified_drawn"] + cs["certified_scaled"],
+        note="certified skip runs that collapse; the skip keeps the residual far above collapse_tol",
     )
     if cs["scaled_r_kept_median"] is not None:
         ch.value(
