@@ -695,10 +695,11 @@ def judge_h6_h7(
         note="H7 by the previous rule (the recovered dips' gap to the paired control alone), its evidence",
     )
     for name, e in (("h7_gap_difference", ev7), ("h7_control_difference", ctl7)):
-        d = float(np.median([x["diff"] for x in e["judged"]])) if e["judged"] else None
+        # the rule reads the median only over H7_MIN_JUDGED bursts or more (fewer: None, not read)
+        d = float(np.median([x["diff"] for x in e["judged"]])) if len(e["judged"]) >= H7_MIN_JUDGED else None
         note = f"nats; median gap minus its similar-size non-settled reference ({e['what']}); trained"
         if d is None:
-            ch.value(name, d, note=note + " (None: nothing judged)", glue=False)
+            ch.value(name, d, note=note + f" (None: fewer than {H7_MIN_JUDGED} judged)", glue=False)
         else:
             checks.against(ch, name, d, limits=(H7_REFUTE, H7_SUPPORT), note=note, glue=False)
         ch.glue(name + "_txt", _txt(d, "+.3f"))
