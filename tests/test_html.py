@@ -3,7 +3,9 @@
 Needs the smoke book (`rcbook book --profile smoke`, which `bash make.sh test` builds first) and Debian's
 chromium (`make.sh` installs it when run as root). Fails on: a broken or zero-size image, an error or
 traceback in any output, a glued value that did not render (or rendered as a Python repr), a dead internal
-link, a chapter missing from the navigation, an image without alt text, a figure without a caption. Saves
+link, a chapter missing from the navigation, an image without alt text, a figure without a caption, a
+figure whose panels are drawn narrower than MIN_PANEL_PX at a 1280 px window, a table cell whose number or
+single word wraps. Saves
 a screenshot of each chapter page to build/smoke/screenshots/ for review.
 
 The published book is checked the same way with ``RCBOOK_HTML_PROFILE=full`` (after `bash make.sh book`):
@@ -17,6 +19,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
+from rankcollapse.book.panels import MIN_PANEL_PX, png_panels_per_row, px_per_panel
 from rankcollapse.book.runner import build_dir
 from rankcollapse.chapters import CHAPTERS
 
@@ -166,3 +169,52 @@ def test_page_fits_1280_px_and_says_its_profile(browser, path):
             f"{path.name}: no rerun section"
         )
     page.close()
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_figure_panels_are_readable_at_1280_px(browser, path):
+    """Every figure's panels are at least MIN_PANEL_PX wide as the page draws them at 1280 px: the image's
+    rendered width divided by its panels per row, a count Chapter.figure wrote into the PNG itself
+    (rankcollapse.book.panels; a figure of eight panels in a row gives 84 px a panel and fails). An image
+    in a figure without that count fails too: it did not come through Chapter.figure."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(300)
+    imgs = page.evaluate(
+        "Array.from(document.querySelectorAll('article figure img')).map(i => [i.getAttribute('src'), "
+        "i.getBoundingClientRect().width, (i.closest('figure') || {}).id || ''])"
+    )
+    page.close()
+    narrow, unknown = [], []
+    for src, width, fig_id in imgs:
+        n = png_panels_per_row((path.parent / unquote(urlparse(src).path)).resolve())
+        if n is None:
+            unknown.append(fig_id or src)
+        elif px_per_panel(width, n) < MIN_PANEL_PX:
+            narrow.append(f"{fig_id or src}: {n} panels in a row at {width:.0f} px ({width / n:.0f} each)")
+    assert not unknown, f"{path.name}: figures without a panel count (not from Chapter.figure): {unknown}"
+    assert not narrow, f"{path.name}: panels narrower than {MIN_PANEL_PX} px at 1280 px: {narrow}"
+
+
+@pytest.mark.parametrize("path", pages(), ids=lambda p: p.stem)
+def test_no_number_in_a_table_wraps_at_1280_px(browser, path):
+    """No table cell whose text is one token (a number such as 0.986, a word such as "ratio") is broken over
+    two lines at 1280 px: the text's line boxes all share one top."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(path.as_uri())
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(300)
+    broken = page.evaluate(
+        """() => Array.from(document.querySelectorAll('article table td, article table th')).filter(c => {
+               const t = c.innerText.trim();
+               if (!t || /\\s/.test(t) || t.length > 24) return false;
+               const r = document.createRange();
+               r.selectNodeContents(c);
+               const tops = new Set(Array.from(r.getClientRects()).filter(b => b.width > 0)
+                                    .map(b => Math.round(b.top)));
+               return tops.size > 1;
+             }).map(c => c.innerText.trim())"""
+    )
+    page.close()
+    assert not broken, f"{path.name}: table cells broken over two lines at 1280 px: {broken[:10]}"

@@ -37,6 +37,7 @@ from .. import __version__, cores, store
 from ..chapters import schema as chapter_schema
 from . import kernels
 from .device import resolve_device  # noqa: F401  (used by Chapter; re-exported)
+from .panels import PNG_KEY, panels_per_row
 from .params import ParameterError  # noqa: F401  (re-exported for chapters)
 from .results import Results
 
@@ -166,12 +167,15 @@ class Chapter:
         """Save a figure made by a library function as ``figures/<name>.png`` and glue that image as
         ``name``.
 
-        The chapter places it with a ``{glue:figure}`` directive carrying ``:name:`` and a caption.
+        The chapter places it with a ``{glue:figure}`` directive carrying ``:name:`` and a caption. The PNG
+        carries the figure's panels per row as a text chunk (:mod:`rankcollapse.book.panels`).
         """
         import matplotlib.pyplot as plt
 
         path = self.fig_dir / f"{name}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+        # the panels side by side, for the browser test of each panel's width on the page (book/panels.py)
+        meta = {"Software": None, PNG_KEY: str(panels_per_row(fig))}
+        fig.savefig(path, dpi=110, bbox_inches="tight", metadata=meta)
         plt.close(fig)
         try:
             from IPython.display import Image

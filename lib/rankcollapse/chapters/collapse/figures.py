@@ -9,6 +9,7 @@ import math
 import numpy as np
 import torch
 
+from ...book.panels import grid, grid_rc
 from ...core.trajectory import float_floor
 from .experiments import DTYPES
 
@@ -22,10 +23,8 @@ def linear_reference(r: list[float], floor_at: int) -> list[float]:
 
 
 def fig_curves(rows, floor_mult):
-    import matplotlib.pyplot as plt
-
     scales = sorted({r["scale"] for r in rows})
-    fig, axes = plt.subplots(1, len(scales), figsize=(3.2 * len(scales), 3.4), sharey=True, squeeze=False)
+    fig, axes = grid_rc(1, len(scales), 3.6, 3.0, sharey=True)
     configs = sorted({(r["d"], r["H"]) for r in rows})
     floor = float_floor(torch.float64, floor_mult)
     for ax, s in zip(axes[0], scales):
@@ -109,9 +108,7 @@ def fig_exponent(rows):
 
 
 def fig_bound(b, rows):
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.7))
+    fig, axes = grid(3, 4.4, 3.5)
     ls = [row["layer"] for row in b["layers"]]
     ax = axes[0]
     ax.semilogy(ls, [row["gamma"] for row in b["layers"]], "o-", label="γ a priori (attention, input)")

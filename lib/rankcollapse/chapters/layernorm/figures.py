@@ -9,14 +9,13 @@ import math
 import numpy as np
 import torch
 
+from ...book.panels import grid, grid_rc
 from .experiments import attack_extremes
 
 
 def fig_curves(rows: list[dict], tol: float):
-    import matplotlib.pyplot as plt
-
     wss = sorted({r["weight_scale"] for r in rows})
-    fig, axes = plt.subplots(1, len(wss), figsize=(3.2 * len(wss), 3.3), squeeze=False, sharey=True)
+    fig, axes = grid_rc(1, len(wss), 3.6, 3.0, sharey=True)
     styles = {
         "none": ("k", "-", "SAN"),
         "post": ("C0", "--", "SAN + post-LN"),
@@ -75,11 +74,10 @@ def fig_attack(at: dict, tol: float):
     """Left: ``r(X_l)`` through the two extreme settings of the adversary, with LN (after and before the
     normalisation) and the same weights without LN. Right: the construction's depth of collapse against its
     value scale ``c``, with and without LN, at the fixed budget."""
-    import matplotlib.pyplot as plt
 
     L = at["horizon"]
     up, down = attack_extremes(at)
-    fig, axes = plt.subplots(1, 3, figsize=(11.5, 3.4))
+    fig, axes = grid(3, 4.0, 3.2)
     lg = lambda v: [math.log10(max(x, 1e-17)) for x in v]  # noqa: E731
     layers = list(range(1, L + 1))
     for ax, r, title in ((axes[0], up, "LN delays most"), (axes[1], down, "LN hastens most")):

@@ -8,12 +8,14 @@ import math
 
 import numpy as np
 
+from ...book.panels import grid, grid_rc
+
 
 def fig_curves(summary: list[dict], tol: float):
     import matplotlib.pyplot as plt
 
     wss = sorted({r["weight_scale"] for r in summary})
-    fig, axes = plt.subplots(1, len(wss), figsize=(4.6 * len(wss), 3.6), squeeze=False)
+    fig, axes = grid_rc(1, len(wss), 4.4, 3.4)
     cmap = plt.get_cmap("viridis")
     for ax, ws in zip(axes[0], wss):
         g = sorted((r for r in summary if r["weight_scale"] == ws), key=lambda r: r["mlp_scale"])
@@ -39,10 +41,8 @@ def fig_curves(summary: list[dict], tol: float):
 
 
 def fig_rate(summary: list[dict]):
-    import matplotlib.pyplot as plt
-
     wss = sorted({r["weight_scale"] for r in summary})
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = grid(3, 4.2, 3.4)
     for j, ws in enumerate(wss):
         g = sorted(
             (r for r in summary if r["weight_scale"] == ws and r["mlp_scale"] > 0), key=lambda r: r["lambda"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...book.panels import grid, grid_rc
 from ...hf import surgery as sg
 from .experiments import ARCH_NAMES
 from .verdicts import _unlearned
@@ -45,16 +46,9 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
     training seeds of each seed's mean curve, the band from the lowest to the highest seed, over every seed
     (the title says how many learned, as marked by :func:`mark_learned`). The
     authors' approximate values as black-edged markers (their pretrained values on both trained columns)."""
-    import matplotlib.pyplot as plt
 
     cols = [c for c in COLUMNS if c[0] != "pretrained" or any(_keys(summ, a, "pretrained") for a in archs)]
-    fig, axes = plt.subplots(
-        len(archs),
-        len(cols),
-        figsize=(4.4 * len(cols), 2.9 * len(archs)),
-        squeeze=False,
-        sharey=not log_scale,
-    )
+    fig, axes = grid_rc(len(archs), len(cols), 4.4, 2.9, sharey=not log_scale)
     floor = 1e-9 if log_scale else -np.inf
     unlearned = _unlearned(summ)
     for i, arch in enumerate(archs):
@@ -125,9 +119,8 @@ def fig_residuals(summ: dict, archs: list[str], log_scale: bool = False):
 def fig_q2(qs: dict):
     """Q2: distribution of 4γβ/√d_qk per head (all layers and sequences), beta per layer, and the scale-aware
     factor."""
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    fig, axes = grid(3, 4.2, 3.4)
     for i, (k, q) in enumerate(qs.items()):
         c = f"C{i}"
         lab = f"{q['label']} [{q['state']}]"

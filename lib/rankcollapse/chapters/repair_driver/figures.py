@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...book.panels import grid
 from ...lm import model as lm
 from ...repair import drivers
 from ...repair.recovery import last_srank
@@ -63,9 +64,7 @@ def fig_drivers(p, study: StudySpec, runs: dict):
 
 
 def fig_knife_edge(p, runs: dict):
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, ax = grid(3, 4.4, 3.4)
     for a in sorted(runs["alpha"]):
         h = runs["alpha"][a]["hist"]
         ax[0].plot(h["m_step"], last_srank(h), lw=1, label=f"alpha_min {a:g}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...book.panels import MAX_COLS
 from ...lm import training as tr
 from ...repair.recovery import last_srank
 from .experiments import joined
@@ -18,7 +19,7 @@ def fig_burst_srank(p, runs: dict, summary: dict):
     import matplotlib.pyplot as plt
 
     M = list(p.multipliers)
-    cols = min(4, len(M))
+    cols = min(MAX_COLS, len(M))
     rows_ = (len(M) + cols - 1) // cols
     fig, axs = plt.subplots(rows_, cols, figsize=(3.3 * cols, 2.8 * rows_), sharey=True, squeeze=False)
     for ax, m in zip(axs.flat, M):

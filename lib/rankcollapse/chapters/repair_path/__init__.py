@@ -37,8 +37,10 @@ from .experiments import (
 )
 from .figures import (
     fig_block_grads,
+    fig_block_grads_seeds,
     fig_delays,
     fig_hysteresis,
+    fig_hysteresis_seeds,
     fig_predictor,
     fig_switch_qk,
     fig_switches,
@@ -97,8 +99,10 @@ __all__ = [
     "delayed_points",
     "driver_traces",
     "fig_block_grads",
+    "fig_block_grads_seeds",
     "fig_delays",
     "fig_hysteresis",
+    "fig_hysteresis_seeds",
     "fig_predictor",
     "fig_switch_qk",
     "fig_switches",

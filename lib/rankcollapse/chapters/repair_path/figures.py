@@ -11,69 +11,112 @@ from ...lm import training as tr
 from ...repair.recovery import last_srank
 from .experiments import CENSOR, censored, h5_alpha
 
-
 # -- figures ----------------------------------------------------------------------------------------
+# the series of Figure 2: (label, state, key, colour, style)
+_GRAD_SERIES = (
+    ("task, attn input", "collapsed", "task_attn", "C0", "o-"),
+    ("task, Q/K", "collapsed", "task_qk", "C1", "s-"),
+    ("hinge, attn input", "collapsed", "term_attn", "C3", "^-"),
+    ("task, attn input", "healthy", "task_attn", "C0", "o--"),
+    ("task, Q/K", "healthy", "task_qk", "C1", "s--"),
+)
+
+
+def _floor(values) -> float:
+    pos = [v for vals in values for v in vals if v > 0]
+    return min(pos) / 10 if pos else 1e-12
+
+
+def _band(ax, x, rows, color, style, label, log=True):
+    """Median over rows (events) with the min-max band shaded; returns the median."""
+    a = np.asarray(rows, dtype=float)
+    lo, med, hi = a.min(axis=0), np.median(a, axis=0), a.max(axis=0)
+    ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
+    ax.plot(x, med, style, color=color, ms=4, lw=1.2, label=label)
+    return med
+
+
+def _legend_below(fig, axs, ncol=2):
+    """One legend for the figure, under the panels (never over the data)."""
+    handles, labels, seen = [], [], set()
+    for ax in axs:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in seen:
+                seen.add(lab)
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, fontsize=8, frameon=False
+    )
+
+
 def fig_block_grads(p, grads: dict):
-    """Figure 2: per-block gradient norms, log scale; numerically zero values drawn as open markers at the
-    floor."""
-    import matplotlib.pyplot as plt
+    """Figure 2 as the paper draws it: per-block gradient norms (log scale), the median over the events with
+    the min-max band, collapsed (solid) against healthy (dashed); left the attention input weights (task
+    loss and hinge), right the query-key rows. Open circles: blocks where the median is numerically zero
+    (float32), drawn at the floor. Each event alone: :func:`fig_block_grads_seeds`."""
+    from ...book.panels import grid
 
     seeds = list(grads)
-    fig, axs = plt.subplots(1, len(seeds), figsize=(5.2 * len(seeds), 3.6), squeeze=False)
-    for ax, s in zip(axs[0], seeds):
-        g = grads[s]
-        blocks = np.arange(1, len(g["collapsed"]["task_attn"]) + 1)
-        series = [
-            (
-                "task, attn input (collapsed)",
-                g["collapsed"]["task_attn"],
-                g["collapsed"]["task_attn_zero"],
-                "C0",
-                "o-",
-            ),
-            ("task, Q/K (collapsed)", g["collapsed"]["task_qk"], g["collapsed"]["task_qk_zero"], "C1", "s-"),
-            (
-                "hinge, attn input (collapsed)",
-                g["collapsed"]["term_attn"],
-                g["collapsed"]["term_attn_zero"],
-                "C3",
-                "^-",
-            ),
-            (
-                "task, attn input (healthy)",
-                g["healthy"]["task_attn"],
-                g["healthy"]["task_attn_zero"],
-                "C2",
-                "o--",
-            ),
-            ("task, Q/K (healthy)", g["healthy"]["task_qk"], g["healthy"]["task_qk_zero"], "C2", "s:"),
-        ]
-        pos = [v for _, vals, _, _, _ in series for v in vals if v > 0]
-        floor = min(pos) / 10 if pos else 1e-12
-        for lab, vals, zero, c, st in series:
-            v = np.array([max(x, floor) for x in vals])
-            ax.plot(blocks, v, st, color=c, ms=4, lw=1, label=lab, mfc="none" if st.endswith(":") else c)
-            z = np.array(zero)
-            if z.any():
-                ax.scatter(blocks[z], v[z], s=60, facecolors="none", edgecolors="k", zorder=4)
-        ax.scatter([], [], s=60, facecolors="none", edgecolors="k", label="numerically zero (float32)")
+    floor = _floor(grads[s][st][k] for s in seeds for _, st, k, _, _ in _GRAD_SERIES)
+    fig, axs = grid(2, 4.4, 3.4, sharey=True)
+    panels = {"attn": axs[0], "qk": axs[1]}
+    for lab, st, k, c, style in _GRAD_SERIES:
+        ax = panels["qk" if k.endswith("qk") else "attn"]
+        rows = [[max(v, floor) for v in grads[s][st][k]] for s in seeds]
+        zero = np.array([grads[s][st][f"{k}_zero"] for s in seeds], dtype=bool)
+        blocks = np.arange(1, len(rows[0]) + 1)
+        med = _band(ax, blocks, rows, c, style, f"{lab} ({st})")
+        z = zero.mean(axis=0) >= 0.5
+        if z.any():
+            ax.scatter(blocks[z], med[z], s=60, facecolors="none", edgecolors="k", zorder=4)
+    axs[1].scatter([], [], s=60, facecolors="none", edgecolors="k", label="numerically zero (float32)")
+    for ax, title in zip(axs, ("attention input weights", "query-key rows")):
         ax.set_yscale("log")
         ax.set_xlabel("block")
-        ax.set_ylabel("gradient norm")
-        ax.set_title(f"seed {s}", fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_title(f"{title} (median of {len(seeds)} events)", fontsize=9)
+    axs[0].set_ylabel("gradient norm")
     fig.tight_layout()
+    _legend_below(fig, axs)
+    return fig
+
+
+def fig_block_grads_seeds(p, grads: dict):
+    """Figure 2, each event alone (the appendix): the same series as :func:`fig_block_grads`, one panel per
+    event, two to a row; circled points are numerically zero (float32), drawn at the floor."""
+    from ...book.panels import grid
+
+    seeds = list(grads)
+    fig, axs = grid(len(seeds), 4.0, 2.7, sharey=True)
+    for ax, s in zip(axs, seeds):
+        g = grads[s]
+        floor = _floor(g[st][k] for _, st, k, _, _ in _GRAD_SERIES)
+        for lab, st, k, c, style in _GRAD_SERIES:
+            blocks = np.arange(1, len(g[st][k]) + 1)
+            v = np.array([max(x, floor) for x in g[st][k]])
+            ax.plot(blocks, v, style, color=c, ms=3, lw=1, label=f"{lab} ({st})")
+            z = np.array(g[st][f"{k}_zero"], dtype=bool)
+            if z.any():
+                ax.scatter(blocks[z], v[z], s=40, facecolors="none", edgecolors="k", zorder=4)
+        ax.set_yscale("log")
+        ax.set_title(f"seed {s}", fontsize=9)
+        ax.set_xlabel("block", fontsize=8)
+    axs[0].scatter([], [], s=40, facecolors="none", edgecolors="k", label="numerically zero (float32)")
+    for ax in axs[:: min(2, len(axs))]:
+        ax.set_ylabel("gradient norm", fontsize=8)
+    fig.tight_layout()
+    _legend_below(fig, axs)
     return fig
 
 
 def fig_switch_qk(p, grads, after):
     """The query-key gradient per block at the collapse, right after the switch, and after the first
-    updates."""
-    import matplotlib.pyplot as plt
+    updates: one panel per event, two to a row, one legend under them."""
+    from ...book.panels import grid
 
     seeds = list(grads)
-    fig, axs = plt.subplots(1, len(seeds), figsize=(5.2 * len(seeds), 3.4), squeeze=False)
-    for ax, s in zip(axs[0], seeds):
+    fig, axs = grid(len(seeds), 4.0, 2.8, sharey=True)
+    for ax, s in zip(axs, seeds):
         g = grads[s]
         b = np.arange(1, len(g["collapsed"]["task_qk"]) + 1)
         ax.plot(
@@ -105,70 +148,108 @@ def fig_switch_qk(p, grads, after):
             )
         ax.plot(b, g["healthy"]["task_qk"], ":", color="C2", lw=1.2, label="healthy")
         ax.set_yscale("log")
-        ax.set_xlabel("block")
-        ax.set_ylabel("|grad task| on Q/K weights")
+        ax.set_xlabel("block", fontsize=8)
         ax.set_title(f"seed {s}", fontsize=9)
-        ax.legend(fontsize=6)
+    for ax in axs[:: min(2, len(axs))]:
+        ax.set_ylabel("|grad task| on Q/K", fontsize=8)
     fig.tight_layout()
+    _legend_below(fig, axs)
     return fig
 
 
-def fig_hysteresis(p, events, drivers, rev, slow: dict | None = None):
-    """Figure 3: last-block srank against alpha, down the driver's ramp and back up the reversed ramp (and
-    the slow reversed ramp, dotted, where ``slow`` has it)."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for i, e in enumerate(events):
+def _hysteresis_curves(p, events, drivers, rev, slow):
+    """Per event: (alpha, median srank) down the ramp, back up, and back up slowly (or None)."""
+    out = {}
+    for e in events:
         h = drivers[e["seed"]]["hist"]
         k = [j for j, t in enumerate(h["m_step"]) if t >= p.ramp_start]
-        ax.plot(
+        down = (
             [h["alpha"][j] for j in k],
             tr.rolling_median([h["srank"][j][-1] for j in k], p.recover_window),
-            "-",
-            color=f"C{i}",
-            lw=1,
-            label=f"seed {e['seed']}: ramp down",
         )
         r = rev[e["seed"]]["hist"]
-        ax.plot(
-            r["alpha"],
-            tr.rolling_median(last_srank(r), p.recover_window),
-            "--",
-            color=f"C{i}",
-            lw=1,
-            label=f"seed {e['seed']}: ramp back up",
-        )
+        up = (r["alpha"], tr.rolling_median(last_srank(r), p.recover_window))
+        sl = None
         if slow and e["seed"] in slow:
             r = slow[e["seed"]]["hist"]
-            ax.plot(
-                r["alpha"],
-                tr.rolling_median(last_srank(r), p.recover_window),
-                ":",
-                color=f"C{i}",
-                lw=1.2,
-                label=f"dotted: back up {p.slow_ramp_factor}x slower" if i == 0 else None,
-            )
-    ax.axhline(p.threshold, color="gray", lw=0.6)
+            sl = (r["alpha"], tr.rolling_median(last_srank(r), p.recover_window))
+        out[e["seed"]] = {"down": down, "up": up, "slow": sl}
+    return out
+
+
+def _on_grid(curves, grid_a):
+    """Each (alpha, value) curve interpolated on ``grid_a`` (log alpha), NaN outside its own range."""
+    rows = []
+    for a, v in curves:
+        a, v = np.asarray(a, float), np.asarray(v, float)
+        o = np.argsort(a)
+        a, v = np.log(a[o]), v[o]
+        g = np.log(grid_a)
+        rows.append(np.where((g >= a[0]) & (g <= a[-1]), np.interp(g, a, v), np.nan))
+    return np.array(rows)
+
+
+def fig_hysteresis(p, events, drivers, rev, slow: dict | None = None):
+    """Figure 3 as the paper draws it: last-block srank (50-step median) against alpha, the median over the
+    events with the min-max band, down the driver's ramp (solid), back up the reversed ramp (dashed) and back
+    up the slow reversed ramp (dotted, where it ran); grey: the collapse threshold; the legend under the
+    axes. Each event alone: :func:`fig_hysteresis_seeds`."""
+    import matplotlib.pyplot as plt
+
+    cur = _hysteresis_curves(p, events, drivers, rev, slow)
+    alphas = [a for c in cur.values() for key in ("down", "up") for a in c[key][0] if a > 0]
+    grid_a = np.geomspace(min(alphas), max(alphas), 80)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    kinds = [("down", "ramp down (driver)", "C0", "-"), ("up", "ramp back up", "C3", "--")]
+    if any(c["slow"] is not None for c in cur.values()):
+        kinds.append(("slow", f"back up {p.slow_ramp_factor}x slower", "C2", ":"))
+    for key, lab, c, style in kinds:
+        rows = _on_grid([v[key] for v in cur.values() if v[key] is not None], grid_a)
+        ok = np.isfinite(rows).sum(axis=0) > 0
+        with np.errstate(all="ignore"):
+            lo, med, hi = np.nanmin(rows[:, ok], 0), np.nanmedian(rows[:, ok], 0), np.nanmax(rows[:, ok], 0)
+        ax.fill_between(grid_a[ok], lo, hi, color=c, alpha=0.15, lw=0)
+        n = int((~np.isnan(rows)).any(axis=1).sum())
+        ax.plot(grid_a[ok], med, style, color=c, lw=1.4, label=f"{lab}: median of {n}, band min-max")
+    ax.axhline(p.threshold, color="gray", lw=0.6, label="collapse threshold")
     ax.set_xscale("log")
     ax.set_xlabel("alpha (skip scale)")
     ax.set_ylabel("srank, last block (median)")
-    ax.legend(fontsize=7)
     fig.tight_layout()
+    _legend_below(fig, [ax], ncol=1)
+    return fig
+
+
+def fig_hysteresis_seeds(p, events, drivers, rev, slow: dict | None = None):
+    """Figure 3, each event alone (the appendix): down the ramp (solid), back up (dashed), back up slowly
+    (dotted), one panel per event, two to a row."""
+    from ...book.panels import grid
+
+    cur = _hysteresis_curves(p, events, drivers, rev, slow)
+    fig, axs = grid(len(cur), 4.0, 2.7, sharey=True, sharex=True)
+    for ax, (s, c) in zip(axs, cur.items()):
+        ax.plot(*c["down"], "-", color="C0", lw=1, label="ramp down (driver)")
+        ax.plot(*c["up"], "--", color="C3", lw=1, label="ramp back up")
+        if c["slow"] is not None:
+            ax.plot(*c["slow"], ":", color="C2", lw=1.2, label=f"back up {p.slow_ramp_factor}x slower")
+        ax.axhline(p.threshold, color="gray", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_title(f"seed {s}", fontsize=9)
+        ax.set_xlabel("alpha", fontsize=8)
+    for ax in axs[:: min(2, len(axs))]:
+        ax.set_ylabel("srank, last block", fontsize=8)
+    fig.tight_layout()
+    _legend_below(fig, axs, ncol=3)
     return fig
 
 
 def fig_switches(p, events, hold):
     """Last-block srank after switches held at each alpha."""
-    import matplotlib.pyplot as plt
+    from ...book.panels import grid
 
     A = list(p.switch_alphas)
-    ncol = min(4, len(A))
-    nrow = -(-len(A) // ncol)
-    fig, axs = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.8 * nrow), sharey=True, squeeze=False)
-    for ax in axs.flat[len(A) :]:
-        ax.axis("off")
-    for ax, a in zip(axs.flat, A):
+    fig, axs = grid(len(A), 4.0, 2.7, sharey=True)
+    for ax, a in zip(axs, A):
         for i, e in enumerate(events):
             h = hold[e["seed"]][a]["hist"]
             ax.plot(
@@ -182,23 +263,23 @@ def fig_switches(p, events, hold):
         ax.axhline(p.threshold, color="gray", lw=0.6)
         ax.set_title(f"alpha held at {a}", fontsize=9)
         ax.set_xlabel("steps after switch", fontsize=8)
-    for row in axs:
-        row[0].set_ylabel("srank, last block (median)")
-    axs[0, 0].legend(fontsize=7)
+    for ax in axs[:: min(2, len(axs))]:
+        ax.set_ylabel("srank, last block (median)", fontsize=8)
     fig.tight_layout()
+    _legend_below(fig, axs, ncol=4)
     return fig
 
 
 def fig_delays(p, rows):
     """Figure 7: steps to recovery after the switch against the further collapsed steps before it; crosses at
     the top: no recovery within the branch."""
-    import matplotlib.pyplot as plt
+    from ...book.panels import grid
 
     A = list(p.delay_alphas)
     seeds = sorted({r["seed"] for r in rows})
-    fig, axs = plt.subplots(1, len(A), figsize=(3.8 * len(A), 3.0), sharey=True, squeeze=False)
+    fig, axs = grid(len(A), 4.0, 3.0, sharey=True)
     top = p.branch_steps + CENSOR
-    for ax, a in zip(axs[0], A):
+    for ax, a in zip(axs, A):
         for i, s in enumerate(seeds):
             rs = sorted((r for r in rows if r["alpha"] == a and r["seed"] == s), key=lambda r: r["delay"])
             d = [r["delay"] for r in rs]
@@ -213,15 +294,20 @@ def fig_delays(p, rows):
         ax.set_ylim(0, top * 1.08)
         ax.set_title(f"switch to alpha = {a}", fontsize=9)
         ax.set_xlabel(f"further steps at alpha = {p.alpha_min} before the switch", fontsize=8)
-    axs[0, 0].set_ylabel("steps to recovery")
+    for ax in axs[:: min(2, len(axs))]:
+        ax.set_ylabel("steps to recovery")
     from matplotlib.lines import Line2D
 
-    axs[0, 0].legend(
+    fig.tight_layout()
+    fig.legend(
         [Line2D([], [], color=f"C{i}", marker="o", lw=0.8) for i in range(len(seeds))],
         [f"seed {s}" for s in seeds],
-        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=5,
+        fontsize=8,
+        frameon=False,
     )
-    fig.tight_layout()
     return fig
 
 
@@ -276,20 +362,30 @@ def fig_weight_trace(p, trace: dict):
     over blocks; bottom), against the step; the shaded band is the alpha ramp."""
     import matplotlib.pyplot as plt
 
+    from ...book.panels import MAX_COLS
+
     seeds = list(trace)
-    fig, axs = plt.subplots(2, len(seeds), figsize=(4.6 * len(seeds), 4.6), sharex=True, squeeze=False)
+    ncol = min(MAX_COLS, len(seeds))
+    nrow = -(-len(seeds) // ncol)
+    fig, axs = plt.subplots(2 * nrow, ncol, figsize=(4.2 * ncol, 4.2 * nrow), sharex=True, squeeze=False)
+    for j in range(len(seeds), nrow * ncol):
+        axs[2 * (j // ncol), j % ncol].axis("off")
+        axs[2 * (j // ncol) + 1, j % ncol].axis("off")
     for j, s in enumerate(seeds):
         t = trace[s]
-        for ax in axs[:, j]:
+        top, bottom = axs[2 * (j // ncol), j % ncol], axs[2 * (j // ncol) + 1, j % ncol]
+        for ax in (top, bottom):
             ax.axvspan(p.ramp_start, p.ramp_end, color="0.92")
-        axs[0, j].plot(t["step"], t["token_srank"], "k-", lw=1)
-        axs[0, j].axhline(p.threshold, color="gray", lw=0.6)
-        axs[0, j].set_title(f"seed {s}", fontsize=9)
+        top.plot(t["step"], t["token_srank"], "k-", lw=1)
+        top.axhline(p.threshold, color="gray", lw=0.6)
+        top.set_title(f"seed {s}", fontsize=9)
         for i, k in enumerate(("query", "key", "value", "mlp_in", "mlp_out")):
-            axs[1, j].plot(t["step"], t[k], color=f"C{i}", lw=1, label=k)
-        axs[1, j].set_xlabel("step")
-    axs[0, 0].set_ylabel("token srank, last block")
-    axs[1, 0].set_ylabel("weight stable rank")
-    axs[1, 0].legend(fontsize=6, ncol=2)
+            bottom.plot(t["step"], t[k], color=f"C{i}", lw=1, label=k)
+        bottom.set_xlabel("step", fontsize=8)
+        bottom.tick_params(labelbottom=True)
+        if j % ncol == 0:
+            top.set_ylabel("token srank, last block", fontsize=8)
+            bottom.set_ylabel("weight stable rank", fontsize=8)
     fig.tight_layout()
+    _legend_below(fig, [axs[1, 0]], ncol=5)
     return fig

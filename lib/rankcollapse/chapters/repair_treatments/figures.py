@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ...book.panels import MAX_COLS
 from ...lm import training as tr
 from ...repair.recovery import last_srank
 from ...repair.treatments import LOSS_TERMS
@@ -30,7 +31,7 @@ def fig_after_switch(p, events, branches):
     import matplotlib.pyplot as plt
 
     T = list(p.treatments)
-    cols = min(4, len(T))
+    cols = min(MAX_COLS, len(T))
     rows = math.ceil(len(T) / cols)
     fig, axs = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.7 * rows), sharey=True, squeeze=False)
     for ax, tname in zip(axs.flat, T):

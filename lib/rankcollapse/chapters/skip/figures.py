@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from ...book.panels import grid_rc
 from ...core.trajectory import float_floor
 from .experiments import EPS64
 
@@ -55,10 +56,11 @@ def fig_constructions(rows):
 
 
 def fig_skip_curves(rows, floor_mult):
-    import matplotlib.pyplot as plt
-
     scales = sorted({r["scale"] for r in rows})
-    fig, axes = plt.subplots(2, len(scales), figsize=(3.2 * len(scales), 6.0), sharey="row", squeeze=False)
+    fig, axes = grid_rc(2, len(scales), 3.6, 3.0)
+    for row in axes:  # each kind of panel shares its y axis
+        for ax in row[1:]:
+            ax.sharey(row[0])
     floor = float_floor(torch.float64, floor_mult)
     for j, s in enumerate(scales):
         ax, ax2 = axes[0][j], axes[1][j]
@@ -133,11 +135,10 @@ def fig_frontier(rows):
 
 def fig_effort(rows):
     """Best found by the random restarts against effort (steps x restarts), one line per cell."""
-    import matplotlib.pyplot as plt
 
     betas = sorted({r["beta"] for r in rows})
     depths = sorted({r["L"] for r in rows})
-    fig, axes = plt.subplots(1, len(betas), figsize=(3.3 * len(betas), 3.4), sharey=True, squeeze=False)
+    fig, axes = grid_rc(1, len(betas), 3.6, 3.0, sharey=True)
     for j, b in enumerate(betas):
         ax = axes[0][j]
         for k, L in enumerate(depths):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...book.panels import grid_rc
 from .experiments import CLASSES, RADIUS, TASK_NAMES, TASKS, VARIANTS
 from .report import ARCH_NAMES, VARIANT_NAMES
 
@@ -13,11 +14,8 @@ from .report import ARCH_NAMES, VARIANT_NAMES
 def fig_circle(rows, hidden, arch: str):
     """Trajectories of the first seed of each variant (rows) and hidden size (columns); each panel's title
     gives the classes over all seeds."""
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(
-        len(VARIANTS), len(hidden), figsize=(2.6 * len(hidden), 2.7 * len(VARIANTS)), squeeze=False
-    )
+    fig, axes = grid_rc(len(VARIANTS), len(hidden), 3.0, 3.0)
     th = np.linspace(0, 2 * np.pi, 200)
     for i, v in enumerate(VARIANTS):
         for j, h in enumerate(hidden):
@@ -56,12 +54,9 @@ def fig_circle(rows, hidden, arch: str):
 def fig_path_effectiveness(sums: list[dict]):
     """Rows: architectures; columns: tasks. Token accuracy against the maximal path length, mean over seeds
     (the exact curve's band: min to max over seeds)."""
-    import matplotlib.pyplot as plt
 
     archs = list(dict.fromkeys(s["arch"] for s in sums))
-    fig, axes = plt.subplots(
-        len(archs), len(TASKS), figsize=(3.6 * len(TASKS), 3.1 * len(archs)), squeeze=False
-    )
+    fig, axes = grid_rc(len(archs), len(TASKS), 3.8, 3.1)
     for i, arch in enumerate(archs):
         for j, task in enumerate(TASKS):
             ax = axes[i, j]
