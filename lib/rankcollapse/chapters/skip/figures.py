@@ -83,12 +83,15 @@ def fig_skip_curves(rows, floor_mult):
         ax.axhline(floor, color="grey", ls=":", lw=1)
         ax2.axhline(1, color="grey", ls=":", lw=1)
         ax.set_yscale("log")
-        ax.set_title(f"weight scale {s:g}", fontsize=9)
+        ax.set_title(f"relative, weight scale {s:g}", fontsize=9)
+        ax2.set_title(f"absolute, weight scale {s:g}", fontsize=9)
         ax2.set_yscale("log")
         ax2.set_xlabel("layer l")
-    axes[0][0].set_ylabel("relative r(X_l)")
+    for ax in axes[0][:: min(2, len(scales))]:
+        ax.set_ylabel("relative r(X_l)")
     axes[0][0].legend(fontsize=7)
-    axes[1][0].set_ylabel("absolute ‖res(X_l)‖ / ‖res(X)‖")
+    for ax in axes[1][:: min(2, len(scales))]:
+        ax.set_ylabel("absolute ‖res(X_l)‖ / ‖res(X)‖")
     fig.tight_layout()
     return fig
 
