@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from fakes import RecordingChapter
 from rankcollapse.chapters.collapse import experiments, figures, verdicts
 from rankcollapse.core import bounds as B
 from rankcollapse.core import trajectory as T
@@ -169,18 +170,6 @@ def test_curves_rows_at_a_tiny_size():
     assert verdicts.verdict_c1(ev)[0] in ("supported", "refuted", "inconclusive")
 
 
-class _Ch:  # what a judge needs of a Chapter: glue and verdict
-    def __init__(self):
-        self.glued, self.verdicts = {}, {}
-
-    def glue(self, name, v):
-        self.glued[name] = v
-
-    def verdict(self, cid, v, *, claim, rule, evidence):
-        self.verdicts[cid] = {"verdict": v, "evidence": evidence}
-        return v
-
-
 def test_skip_control_is_judged_by_the_same_rule_and_recorded_beside_c1():
     kw = dict(log=lambda m: None)
     args = (8, 4, [8], [1], [0.5, 1.0], 1, True, 100.0, 1e-3, 0, "cpu", 2, [1.0, 0.01])
@@ -191,7 +180,7 @@ def test_skip_control_is_judged_by_the_same_rule_and_recorded_beside_c1():
     cev = verdicts.c1_control_evidence(cs)
     for k in ("exponent_decaying_median", "kappa_median", "certified", "certified_not_collapsed"):
         assert k in cev
-    ch = _Ch()
+    ch = RecordingChapter()
     summ = experiments.curves_summary(rows)
     verdicts.judge_c1(ch, summ, {"n_certified_runs": 0, "n_certified_runs_collapsed": 0}, cs)
     c = ch.verdicts["C1"]["evidence"]["control"]

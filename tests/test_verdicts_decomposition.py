@@ -1,6 +1,7 @@
 """The decomposition chapter's verdicts, each a pure function of its evidence: synthetic evidence for every
 outcome (``CASES``, checked by tests/test_verdict_rules.py) and the edge cases (no experiment run)."""
 
+from fakes import RecordingChapter
 from rankcollapse.chapters.decomposition import verdicts
 
 
@@ -61,26 +62,11 @@ def test_c5_without_skips_is_refuted_and_a_nan_residual_is_not_the_identity():
     assert verdicts.c5_regime(_c5([(1.0, float("nan"), float("nan"), 1.0)])["scales"])
 
 
-class _Chapter:
-    def __init__(self):
-        self.glued, self.values, self.verdicts = {}, {}, {}
-
-    def glue(self, name, value):
-        self.glued[name] = value
-
-    def value(self, name, value, **kw):
-        self.values[name] = value
-
-    def verdict(self, cid, v, claim, rule, evidence):
-        self.verdicts[cid] = (v, evidence)
-        return v
-
-
 def test_judge_c5_and_d1_put_their_controls_into_the_evidence():
-    ch = _Chapter()
+    ch = RecordingChapter()
     noskip = _c5([(s, 1.0, 1.0, 0.5) for s in (0.7, 1.0, 2.0)])
     assert verdicts.judge_c5(ch, CASES["C5"]["supported"], control=noskip) == "supported"
-    c = ch.verdicts["C5"][1]["control"]
+    c = ch.verdicts["C5"]["evidence"]["control"]
     assert c["verdict"] == "refuted" and "without skips" in c["on"] and "without skips" in c["reason"]
     assert ch.values["c5_prev_rule_verdict"] == "supported"
     recon = [
@@ -89,7 +75,7 @@ def test_judge_c5_and_d1_put_their_controls_into_the_evidence():
     ]
     big = {"err_float64": 6e-16, "err_drop_longest_float64": 0.05}
     v = verdicts.judge_d1(ch, recon, {"float64": 5e-16, "float32": 4e-7}, big)
-    c = ch.verdicts["D1"][1]["control"]
+    c = ch.verdicts["D1"]["evidence"]["control"]
     assert v == "supported" and c["verdict"] == "refuted" and "smallest error" in c["reason"]
     assert c["evidence"]["min_err"] == 0.2 and "longest paths" in c["on"]
 

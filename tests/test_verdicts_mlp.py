@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from fakes import RecordingChapter
 from rankcollapse.chapters.mlp import experiments, report, verdicts
 from rankcollapse.core.san import SAN, SANConfig, random_tokens
 
@@ -107,18 +108,6 @@ def test_residual_sensitivity_of_known_maps():
     assert math.isnan(u["res"]) or u["res"] > 1e6
 
 
-class _Ch:  # what a judge needs of a Chapter: glue and verdict
-    def __init__(self):
-        self.glued, self.verdicts = {}, {}
-
-    def glue(self, name, v):
-        self.glued[name] = v
-
-    def verdict(self, cid, v, *, claim, rule, evidence):
-        self.verdicts[cid] = {"verdict": v, "evidence": evidence}
-        return v
-
-
 def _p():
     from types import SimpleNamespace
 
@@ -136,7 +125,7 @@ def test_c3_reads_only_its_scales_and_says_where():
 def test_judge_c3_decides_its_control_by_the_same_rule():
     slow = {1.0: {"rise": 2.0, "fall_after_peak": 1.0, "A": [-10.0, -9.0], "peak_scale": 4, "rho_all": 0.5}}
     qslow = {"rise": 3.8, "fall_after_peak": 0.0, "A": [-4.2, -0.3], "peak_scale": 64, "rho_all": 1.0}
-    ch = _Ch()
+    ch = RecordingChapter()
     assert verdicts.judge_c3(ch, slow, qslow, _p()) == "inconclusive"
     c = ch.verdicts["C3"]["evidence"]["control"]
     assert c["verdict"] == "supported" and "3 layers" in c["reason"] and "3 layers" in c["on"]
@@ -153,7 +142,7 @@ def test_q3_control_is_the_identity_attention_network_and_reasons_say_where():
         "rise_S_control": 0.0,
     }
     ev = {"families": {"shallow": fam, "skip": fam | {"gain": -0.2, "price": -2.0}}}
-    ch = _Ch()
+    ch = RecordingChapter()
     assert verdicts.judge_q3(ch, ev, _p()) == "supported"
     e = ch.verdicts["Q3"]["evidence"]
     assert "random initialisation" in e["reason"] and "2 layers" in e["reason"]

@@ -5,6 +5,7 @@ checkpoint (none left out for not having learned)."""
 
 import numpy as np
 
+from fakes import RecordingChapter
 from rankcollapse.chapters.real_models import verdicts as rmv
 
 
@@ -136,32 +137,6 @@ def test_c3_gap_is_continuous_and_floored():
     assert abs(rmv.log_gap(late, san) - rmv.log_gap(mlp, san) - 2 / 4) < 1e-12
 
 
-class FakeCh:
-    """Records what a judge glues, records and decides."""
-
-    def __init__(self):
-        from types import SimpleNamespace
-
-        self.glued, self.values, self.verdicts = {}, {}, {}
-        self.results = SimpleNamespace(values={})  # where checks marks a value's kind and lines
-
-    def _entry(self, name):
-        return self.results.values.setdefault(name, {})
-
-    def glue(self, name, v):
-        self.glued[name] = v
-
-    def value(self, name, v, **kw):
-        assert name not in self.values
-        self.values[name] = v
-        self._entry(name)
-        return v
-
-    def verdict(self, cid, v, *, claim, rule, evidence):
-        self.verdicts[cid] = {"verdict": v, "claim": claim, "rule": rule, "evidence": evidence}
-        return v
-
-
 def _curve(r0, rate, L, floor=1e-8):
     return [max(r0 * rate**l, floor) if l else r0 for l in range(L + 1)]
 
@@ -201,7 +176,7 @@ def _summ():
 def test_judges_count_every_checkpoint_and_record_a_control_and_the_previous_rule():
     summ, trained = _summ()
     assert rmv.mark_learned(summ, trained) == ["bert_trained_s1"]
-    ch = FakeCh()
+    ch = RecordingChapter()
     assert rmv.judge_c1(ch, summ) == "supported"
     assert rmv.judge_c2(ch, summ) == "inconclusive"  # the checkpoint at the unigram loss counts
     rmv.judge_c3(ch, summ)
@@ -248,7 +223,7 @@ def test_judge_q2_records_its_control_and_the_written_condition():
         "bert_trained_s0": q("trained", 50.0, 0.5),
         "bert_trained_s1": q("trained", 0.3, 0.3),
     }
-    ch = FakeCh()
+    ch = RecordingChapter()
     assert rmv.judge_q2(ch, qs, summ) == "inconclusive"  # 3 of 6 layers hold: not more than half fail
     ev = ch.verdicts["Q2"]["evidence"]
     assert ev["control"]["verdict"] == "supported" and "10^-k" in ev["control"]["on"]

@@ -1,6 +1,7 @@
 """The skip chapter's verdicts, each a pure function of its evidence: synthetic evidence for every outcome
 (``CASES``, checked by tests/test_verdict_rules.py) and the edge cases (no experiment run)."""
 
+from fakes import RecordingChapter
 from rankcollapse.chapters.skip import verdicts as sk
 
 
@@ -75,21 +76,6 @@ def test_c2_across_the_counts_intervals_both_outcomes():
     assert few["verdict"] == "supported" and not few["holds"]
 
 
-class _Chapter:
-    def __init__(self):
-        self.glued, self.values, self.verdicts = {}, {}, {}
-
-    def glue(self, name, value):
-        self.glued[name] = value
-
-    def value(self, name, value, **kw):
-        self.values[name] = value
-
-    def verdict(self, cid, v, claim, rule, evidence):
-        self.verdicts[cid] = (v, evidence)
-        return v
-
-
 def test_judge_c2_puts_its_control_into_the_evidence():
     cons = {"exact_all": True, "cases": 22, "worst_dev": 1e-9}
     cons_noskip = {"exact_all": False, "cases": 22, "worst_dev": 1.0}
@@ -106,8 +92,8 @@ def test_judge_c2_puts_its_control_into_the_evidence():
         "skip_r_L_min": 1e-16,
         "skip_abs_min": 0.97,
     }
-    ch = _Chapter()
+    ch = RecordingChapter()
     assert sk.judge_c2(ch, cons, curves, cons_noskip) == "inconclusive"
-    ev = ch.verdicts["C2"][1]
+    ev = ch.verdicts["C2"]["evidence"]
     assert ev["control"]["verdict"] == "refuted" and "pure SANs" in ev["control"]["on"]
     assert "pure SANs" in ev["control"]["reason"] and ev["old_verdict"] == "inconclusive"

@@ -1,6 +1,7 @@
 """Synthetic evidence for every outcome of toy-tasks' verdict rules (C2 from the circle, C5 from the trained
 SANs); tests/test_verdict_rules.py runs CASES. Edge cases of the rules below."""
 
+from fakes import RecordingChapter
 from rankcollapse.chapters.toy_tasks import verdicts as tk
 
 
@@ -87,29 +88,12 @@ def test_c2_across_the_counts_intervals_both_outcomes():
     assert few["verdict"] == "supported" and not few["holds"] and "skip kept" in few["flips"]
 
 
-class _Chapter:
-    """What judge_* calls on the chapter: glue, value and verdict, recorded."""
-
-    def __init__(self):
-        self.glued, self.values, self.verdicts = {}, {}, {}
-
-    def glue(self, name, value):
-        self.glued[name] = value
-
-    def value(self, name, value, **kw):
-        self.values[name] = value
-
-    def verdict(self, cid, v, claim, rule, evidence):
-        self.verdicts[cid] = (v, evidence)
-        return v
-
-
 def test_judge_c2_puts_its_control_into_the_evidence():
-    ch = _Chapter()
+    ch = RecordingChapter()
     bert = _counts(2, 0, n=96, skip_diverged=90)["counts"]
     plain = _counts(0, 16, n=32, skip_diverged=16)["counts"]
     v = tk.judge_c2(ch, {"bert": bert, "plain": plain})
-    got, ev = ch.verdicts["C2"]
+    got, ev = ch.verdicts["C2"]["verdict"], ch.verdicts["C2"]["evidence"]
     assert v == got == "refuted"
     c = ev["control"]
     assert (
@@ -117,9 +101,9 @@ def test_judge_c2_puts_its_control_into_the_evidence():
     )
     assert ev["old_verdict"] == ch.values["c2_old_rule_verdict"]
     # without the LN-free networks the control is stated as not run, never left out
-    ch = _Chapter()
+    ch = RecordingChapter()
     tk.judge_c2(ch, {"bert": bert})
-    assert ch.verdicts["C2"][1]["control"]["verdict"] == "not run"
+    assert ch.verdicts["C2"]["evidence"]["control"]["verdict"] == "not run"
 
 
 def test_judge_c5_puts_its_control_into_the_evidence():
@@ -137,9 +121,9 @@ def test_judge_c5_puts_its_control_into_the_evidence():
         for t, l in (("sort", 2), ("hull", 6), ("mem", 1))
         for s in range(3)
     ]
-    ch = _Chapter()
+    ch = RecordingChapter()
     assert tk.judge_c5(ch, rows) == "inconclusive"
-    c = ch.verdicts["C5"][1]["control"]
+    c = ch.verdicts["C5"]["evidence"]["control"]
     assert c["verdict"] == "refuted" and "convex-hull" in c["on"] and "convex hull" in c["reason"]
 
 
