@@ -1,6 +1,7 @@
 """The collapse events the treatment branches start from: for every seed whose driver settled, the switch
-step, the healthy srank there, the recovery thresholds and each loss term's beta, solved on the raw terms of
-the branch's first training batches (:func:`switch_raws`)."""
+step, the healthy srank there and the recovery thresholds (:func:`collapse_events`), and each loss term's
+beta, solved on the raw terms of the branch's first training batches (:func:`prepare_events`,
+:func:`switch_raws`)."""
 
 from __future__ import annotations
 
@@ -17,29 +18,55 @@ from .spec import StudySpec
 LITERAL_FRAC = 0.5  # the paper's rule: recovered when the 50-step median reaches half the healthy srank
 
 
-def prepare_events(study: StudySpec, drivers: dict, healthy: dict, log=None) -> list[dict]:
-    """For every seed whose driver settled: the switch step, the healthy srank and Q there (s0), the
-    recovery thresholds, and each loss term's beta solved so that it adds Lambda when it is switched on.
-    Needs the study's recovery rule (``study.recovery``).
+def collapse_events(study: StudySpec, drivers: dict, healthy: dict, recover_frac: float) -> list[dict]:
+    """For every seed whose driver settled, what a branch from its saved collapse is read against: the
+    switch step, the healthy srank and Q there, and the recovery thresholds (``recover_frac``: the recovery
+    rule's fraction, :class:`~rankcollapse.repair.spec.RecoverySettings`). No loss term is calibrated here:
+    the branches without one (``untreated``, ``reversed-ramp``) need nothing more
+    (:func:`rankcollapse.repair.treatments.branch_job`); :func:`prepare_events` adds each term's beta.
 
     Keys of each event: ``seed``, ``start`` (the switch step), ``collapse`` (the saved state),
     ``healthy_srank`` (10-measurement median of the healthy network at ``start``), ``s0`` (its Q),
     ``rec_threshold`` (the book's stricter rule: ``threshold + recover_frac * (healthy_srank -
-    threshold)``), ``rec_threshold_literal`` (the paper's: ``LITERAL_FRAC * healthy_srank``), ``betas``
-    (the 1x beta of each kind, :func:`switch_raws`), ``calib`` (per kind the raw term on each calibration
-    batch, their mean, and what the former calibration on the probe batch would have set)."""
-    d, rec = study.driver, study.recovery
-    if rec is None:
-        raise ValueError("prepare_events needs the study's recovery rule (study.recovery)")
+    threshold)``), ``rec_threshold_literal`` (the paper's: ``LITERAL_FRAC * healthy_srank``)."""
+    d = study.driver
     ev = []
-    steps = study.branch.calib_steps
     for s in d.seeds:
         dr = drivers[s]
         if dr["collapse"] is None:
             continue
         t = dr["det"]["settled"]
         hs = median_around(healthy[s]["hist"], t)
-        s0 = q_of(hs)
+        ev.append(
+            {
+                "seed": s,
+                "start": t,
+                "collapse": dr["collapse"],
+                "healthy_srank": hs,
+                "s0": q_of(hs),
+                "rec_threshold": d.threshold + recover_frac * (hs - d.threshold),
+                "rec_threshold_literal": LITERAL_FRAC * hs,
+            }
+        )
+    return ev
+
+
+def prepare_events(study: StudySpec, drivers: dict, healthy: dict, log=None) -> list[dict]:
+    """For every seed whose driver settled: :func:`collapse_events` (the switch step, the healthy srank and
+    Q there (s0), the recovery thresholds), and each loss term's beta solved so that it adds Lambda when it
+    is switched on. Needs the study's recovery rule (``study.recovery``).
+
+    Keys of each event: those of :func:`collapse_events`, and ``betas`` (the 1x beta of each kind,
+    :func:`switch_raws`), ``calib`` (per kind the raw term on each calibration batch, their mean, and what
+    the former calibration on the probe batch would have set)."""
+    d, rec = study.driver, study.recovery
+    if rec is None:
+        raise ValueError("prepare_events needs the study's recovery rule (study.recovery)")
+    ev = collapse_events(study, drivers, healthy, rec.recover_frac)
+    steps = study.branch.calib_steps
+    for e in ev:
+        s, t, s0 = e["seed"], e["start"], e["s0"]
+        dr = drivers[s]
         raws = switch_raws(dr["collapse"], s0, d.alpha_min, s, t, steps, d.batch, run_spec(study, s).engine)
         betas, calib = {}, {}
         for kind, r in raws.items():
@@ -49,19 +76,8 @@ def prepare_events(study: StudySpec, drivers: dict, healthy: dict, log=None) -> 
             betas[kind] = rec.added_loss / raw
             probe_raw = tr.calibrate(dr["collapse"], kind, rec.added_loss, d.alpha_min, s, s0)[1]
             calib[kind] = {"raws": r, "raw": raw, "probe_raw": probe_raw}
-        ev.append(
-            {
-                "seed": s,
-                "start": t,
-                "collapse": dr["collapse"],
-                "healthy_srank": hs,
-                "s0": s0,
-                "rec_threshold": d.threshold + rec.recover_frac * (hs - d.threshold),
-                "rec_threshold_literal": LITERAL_FRAC * hs,
-                "betas": betas,
-                "calib": calib,
-            }
-        )
+        e["betas"] = betas
+        e["calib"] = calib
     return ev
 
 

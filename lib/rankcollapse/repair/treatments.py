@@ -42,3 +42,13 @@ def added_loss(hist: dict, steps: int = CALIB_STEPS) -> float:
     """What a branch's term added over its first ``steps`` updates: the mean of ``beta * raw``
     (``hist["term"]``, taken on training batch ``t`` before update ``t``)."""
     return statistics.fmean(hist["term"][:steps])
+
+
+def branch_job(study: StudySpec, event: dict, treatment: str) -> dict:
+    """The training job of ``treatment``'s branch from ``event``'s saved collapse
+    (:func:`rankcollapse.repair.events.collapse_events`; a loss term also needs the event's ``betas``,
+    :func:`rankcollapse.repair.events.prepare_events`): ``study.branch.steps`` updates under
+    :func:`branch_spec`. Every chapter that asks for a branch builds it here, so the same branch has the same
+    content key and is trained once (``untreated`` and ``reversed-ramp`` read neither beta nor ``s0``)."""
+    spec = branch_spec(study, event["seed"], event["start"], treatment, event.get("betas", {}), event["s0"])
+    return {"parent": event["collapse"], "spec": spec, "steps": study.branch.steps}

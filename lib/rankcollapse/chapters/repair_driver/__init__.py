@@ -5,47 +5,82 @@ The parameter schema (:data:`SCHEMA`: the driver parameters shared with the othe
 :mod:`rankcollapse.repair` take, and the knife-edge's grids), the checks across parameters
 (:func:`validate`) and the paper's numbers the page quotes (:data:`PAPER`, :func:`glue_paper`), with what
 ``chapters/repair-driver.md`` calls re-exported from the chapter's roles: :mod:`.experiments` (what is
-computed), :mod:`.verdicts` (the rule of H1), :mod:`.report` (records and tables) and :mod:`.figures`.
+computed), :mod:`.verdicts` (the rule of H1 and its controls), :mod:`.report` (records and tables) and
+:mod:`.figures`.
 """
 
 from __future__ import annotations
 
 from ...book.params import Param, Schema
-from ...book.repair_params import DRIVER_PARAMS, validate_driver
-from .experiments import all_runs, corpus_info, early_dip, events, final_srank
+from ...book.repair_params import DRIVER_PARAMS, RECOVERY_PARAMS, validate_driver
+from .experiments import (
+    BRANCHES,
+    all_runs,
+    branch_rows,
+    branches,
+    corpus_info,
+    early_dip,
+    events,
+    final_srank,
+    healthy_settled,
+)
 from .figures import fig_drivers, fig_knife_edge
 from .report import (
+    record_branches,
     record_collapse,
     record_corpus,
     record_dips,
     record_events,
     record_knife_edge,
+    table_branches,
     table_events,
 )
-from .verdicts import OLD_RULE_H1, RULE_H1, VERDICTS, h1_evidence, judge_h1, old_verdict_h1, verdict_h1
+from .verdicts import (
+    FIRST_RULE_H1,
+    OLD_RULE_H1,
+    RULE_H1,
+    VERDICTS,
+    control_evidence_h1,
+    first_verdict_h1,
+    h1_evidence,
+    healthy_evidence_h1,
+    judge_h1,
+    old_verdict_h1,
+    verdict_h1,
+)
 
 __all__ = [
+    "BRANCHES",
+    "FIRST_RULE_H1",
     "OLD_RULE_H1",
     "PAPER",
     "RULE_H1",
     "SCHEMA",
     "VERDICTS",
     "all_runs",
+    "branch_rows",
+    "branches",
+    "control_evidence_h1",
     "corpus_info",
     "early_dip",
     "events",
     "fig_drivers",
     "fig_knife_edge",
     "final_srank",
+    "first_verdict_h1",
     "glue_paper",
     "h1_evidence",
+    "healthy_evidence_h1",
+    "healthy_settled",
     "judge_h1",
     "old_verdict_h1",
+    "record_branches",
     "record_collapse",
     "record_corpus",
     "record_dips",
     "record_events",
     "record_knife_edge",
+    "table_branches",
     "table_events",
     "validate",
     "verdict_h1",
@@ -55,6 +90,9 @@ __all__ = [
 SCHEMA = Schema(
     "repair-driver",
     DRIVER_PARAMS
+    # H1 reads each collapse's untreated branch by the recovery rule of repair-treatments and repair-path
+    # (issue #42): its fraction and window, the same parameters (added_loss calibrates loss terms, not read)
+    + [q for q in RECOVERY_PARAMS if q.name in ("recover_frac", "recover_window")]
     + [
         Param(
             "alpha_grid",

@@ -1,8 +1,10 @@
 """Chapter `repair-driver`, experiments: what is computed from the parameters, as plain data: the corpus,
 every driver of the chapter (main seeds, the alpha_min and depth grids) with the healthy networks, trained or
 loaded by content key through :mod:`rankcollapse.repair` from the study's spec (``study``), each driver's
-outcome against its healthy network (:func:`events`) and the healthy networks' early dip. Training and
-caching live in :mod:`rankcollapse.lm.training`.
+outcome against its healthy network (:func:`events`), the healthy networks' early dip, and the branches
+without a loss term from each saved collapse (:func:`branches`: the untreated and reversed-ramp branches
+``repair-treatments`` runs, the same jobs, so loaded from the shared store) read by the book's recovery rule
+(:func:`branch_rows`). Training and caching live in :mod:`rankcollapse.lm.training`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import numpy as np
 from ...lm import model as lm
 from ...lm import training as tr
 from ...repair import drivers, stages
-from ...repair.recovery import at_step, last_srank, median_around
+from ...repair.events import collapse_events
+from ...repair.recovery import at_step, last_srank, median_around, recovery
 from ...repair.spec import StudySpec
+from ...repair.treatments import branch_job
+
+BRANCHES = ("untreated", "reversed-ramp")  # H1 reads the first; the second is its control
 
 
 def corpus_info() -> dict:
@@ -121,4 +127,61 @@ def early_dip(p, runs: dict) -> list[dict]:
                 "heals": runs["healthy"][s]["det"].get("heals", []),
             }
         )
+    return out
+
+
+def branches(p, study: StudySpec, runs: dict, log=print) -> tuple[list[dict], dict]:
+    """The collapse events of the main drivers (:func:`rankcollapse.repair.events.collapse_events`, with
+    the recovery rule's ``recover_frac``) and, per event, its :data:`BRANCHES` (``branch_steps`` updates
+    from the saved collapse, :func:`rankcollapse.repair.treatments.branch_job`: the jobs
+    ``repair-treatments`` runs, requested by content key). Returns (events, ``{seed: {treatment:
+    summary}}``)."""
+    evs = collapse_events(study, runs["main"], runs["healthy"], p.recover_frac)
+    jobs, labels, tags = [], [], []
+    for e in evs:
+        for tname in BRANCHES:
+            jobs.append(("branch", branch_job(study, e, tname)))
+            labels.append(f"seed {e['seed']} {tname}")
+            tags.append((e["seed"], tname))
+    out = stages.run_stage(study, jobs, log, labels)
+    res: dict = {}
+    for (s, tname), o in zip(tags, out):
+        res.setdefault(s, {})[tname] = o
+    return evs, res
+
+
+def branch_rows(p, evs: list[dict], res: dict) -> list[dict]:
+    """Per event, each of its :data:`BRANCHES` read by the book's recovery rule (as ``repair-treatments``
+    reads it, :func:`rankcollapse.repair.recovery.recovery`): steps after the switch until the
+    ``recover_window``-measurement median of the last block's srank reaches the event's ``rec_threshold``
+    (None: never within the branch), and the branch's final srank (median of its last ``recover_window``
+    measurements)."""
+    rows = []
+    for e in evs:
+        row = {"seed": e["seed"], "start": e["start"], "rec_threshold": e["rec_threshold"]}
+        for tname in BRANCHES:
+            h = res[e["seed"]][tname]["hist"]
+            row[tname] = {
+                "recovered_after": recovery(h, e["start"], e["rec_threshold"], p.recover_window),
+                "final_srank": statistics.median(last_srank(h)[-p.recover_window :]),
+                "steps": res[e["seed"]][tname]["step"] - e["start"],
+            }
+        rows.append(row)
+    return rows
+
+
+def healthy_settled(p, study: StudySpec, runs: dict) -> dict:
+    """The healthy networks read by the drivers' detector (armed where the drivers' ramp starts, their
+    window and settling time), replayed over each one's measurements up to the driver's last step:
+    ``{seed: settled step or None}``."""
+    out = {}
+    end = drivers.driver_steps(study)
+    for s in p.seeds:
+        h = runs["healthy"][s]["hist"]
+        det = tr.Detector(p.threshold, p.window, p.settle_steps, arm_step=p.ramp_start)
+        for t, sr in zip(h["m_step"], last_srank(h)):
+            if t > end:
+                break
+            det.feed(t, sr)
+        out[s] = det.settled
     return out

@@ -1,13 +1,15 @@
 """Chapter `repair-driver`, report: what the page records (``record_*``: the corpus, the drivers' outcomes,
-the loss and attention entropy at the collapse, the healthy networks' early dip, the knife-edge; checked
-values and glued numbers) and the HTML table of the drivers (``table_*``).
+the loss and attention entropy at the collapse, the healthy networks' early dip, the knife-edge, the
+branches from each collapse; checked values and glued numbers) and the HTML tables of the drivers and the
+branches (``table_*``).
 """
 
 from __future__ import annotations
 
 from ...book import checks
 from ...book.html_tables import html_table
-from .experiments import final_srank
+from ...repair import drivers
+from .experiments import BRANCHES, final_srank
 
 
 def record_corpus(ch, p, info: dict) -> None:
@@ -199,4 +201,81 @@ def record_knife_edge(ch, p, runs: dict) -> None:
         "not run"
         if 6 not in fd
         else ("collapsed" if fd[6] < p.threshold else "not collapsed") + f" (final srank {fd[6]:.2f})",
+    )
+
+
+def record_branches(ch, p, study, settled: list[dict], rows: list[dict], healthy_settled: dict) -> None:
+    """Record the branches without a loss term from each saved collapse, read by the recovery rule (per
+    :data:`~rankcollapse.chapters.repair_driver.experiments.BRANCHES`: events recovered, and the final
+    srank), and the healthy networks the drivers' detector settled on; glue the ranges the prose quotes: the
+    recovery thresholds, the untreated branches' final srank, the steps from each settled collapse to the
+    driver's end (where the previous rule read the heal) and the branch's length."""
+    n = len(rows)
+    checks.count(
+        ch,
+        "branch_recovered",
+        {t: sum(r[t]["recovered_after"] is not None for r in rows) for t in BRANCHES},
+        of=n,
+        note="settled collapses whose branch recovered by the recovery rule (the stricter threshold)",
+    )
+    ch.value(
+        "branch_final_srank",
+        {t: [r[t]["final_srank"] for r in rows] for t in BRANCHES},
+        rtol=0.3,
+        note="median of each branch's last recover_window measurements; trained networks",
+    )
+    checks.count(
+        ch,
+        "healthy_settled",
+        sum(v is not None for v in healthy_settled.values()),
+        of=len(healthy_settled),
+        note="healthy networks on which the drivers' detector (armed at ramp_start) settled by the "
+        "driver's end",
+    )
+    for t, key in (("untreated", "untreated"), ("reversed-ramp", "reversed")):
+        ch.glue(f"{key}_recovered", sum(r[t]["recovered_after"] is not None for r in rows))
+    ch.glue("branch_steps", p.branch_steps)
+    ch.glue("recover_span", p.recover_window * drivers.run_spec(study, p.seeds[0]).measure_every)
+    end = drivers.driver_steps(study)
+    nan = float("nan")
+    ch.glue("rt_lo", min((r["rec_threshold"] for r in rows), default=nan))
+    ch.glue("rt_hi", max((r["rec_threshold"] for r in rows), default=nan))
+    uf = [r["untreated"]["final_srank"] for r in rows]
+    ch.glue("untreated_final_lo", min(uf, default=nan))
+    ch.glue("untreated_final_hi", max(uf, default=nan))
+    gaps = [end - e["settled"] for e in settled]
+    ch.glue("driver_after_lo", min(gaps, default=nan))
+    ch.glue("driver_after_hi", max(gaps, default=nan))
+
+
+def table_branches(rows: list[dict]) -> str:
+    """HTML table of the branches from each saved collapse, one row per event: its recovery threshold, and
+    per branch its final srank and the steps after the switch until it recovered ("–": never)."""
+
+    def rec(x):
+        return "–" if x is None else x
+
+    body = [
+        [
+            r["seed"],
+            r["start"],
+            f"{r['rec_threshold']:.2f}",
+            f"{r['untreated']['final_srank']:.2f}",
+            rec(r["untreated"]["recovered_after"]),
+            f"{r['reversed-ramp']['final_srank']:.2f}",
+            rec(r["reversed-ramp"]["recovered_after"]),
+        ]
+        for r in rows
+    ]
+    return html_table(
+        [
+            "seed",
+            "switch step",
+            "recovery threshold",
+            "untreated: final srank",
+            "untreated: recovered after",
+            "reversed ramp: final srank",
+            "reversed ramp: recovered after",
+        ],
+        body,
     )

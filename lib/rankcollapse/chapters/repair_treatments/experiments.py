@@ -18,7 +18,7 @@ from ...lm import training as tr
 from ...repair.recovery import at_step, last_srank, q_of, recovery
 from ...repair.spec import RecoverySettings, StudySpec
 from ...repair.stages import run_stage
-from ...repair.treatments import LOSS_TERMS, added_loss, branch_spec, calib_target
+from ...repair.treatments import LOSS_TERMS, added_loss, branch_job, calib_target
 
 
 def run_branches(p, study: StudySpec, events: list[dict], log=print) -> dict:
@@ -27,8 +27,7 @@ def run_branches(p, study: StudySpec, events: list[dict], log=print) -> dict:
     jobs, labels, tags = [], [], []
     for e in events:
         for tname in p.treatments:
-            spec = branch_spec(study, e["seed"], e["start"], tname, e["betas"], e["s0"])
-            jobs.append(("branch", {"parent": e["collapse"], "spec": spec, "steps": p.branch_steps}))
+            jobs.append(("branch", branch_job(study, e, tname)))
             labels.append(f"seed {e['seed']} {tname}")
             tags.append((e["seed"], tname))
     out = run_stage(study, jobs, log, labels)
