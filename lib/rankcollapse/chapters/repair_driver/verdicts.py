@@ -262,6 +262,7 @@ def judge_h1(ch, p, settled: list[dict], info: dict, rows: list[dict], healthy_s
     ch.glue("h1_rule", RULE_H1)
     ch.glue("h1_old_rule", OLD_RULE_H1)
     ch.glue("h1_first_rule", FIRST_RULE_H1)
+    ch.glue("h1_first_near", FIRST_H1_NEAR)
     ch.glue("h1_rule_change", RULE_H1_CHANGE)
     ch.glue("h1_control_verdict", cv)
     ch.glue("h1_control_reason", creason)
