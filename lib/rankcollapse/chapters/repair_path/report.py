@@ -865,7 +865,11 @@ def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
     ch.glue("h5_replicates_both", len(both))
     ch.glue(
         "h5_margin_text",
-        "not measured (no replicate recovered both times)" if margin is None else f"{margin} steps",
+        f"{margin} steps"
+        if margin is not None
+        else "not measured (no replicate recovered both times)"
+        if reps
+        else "not measured (no replicate was trained: no alpha where recovery is uncertain)",
     )
     ch.glue(
         "h5_replicate_diffs",
