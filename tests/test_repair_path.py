@@ -87,33 +87,56 @@ def _rows(times0, timesmax, alpha=0.3):
     return rows
 
 
-def test_delay_effect_and_old_h5_rule():
+def test_delay_effect_and_first_h5_rule():
     p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.3], branch_steps=600)
     eff = rpx.delay_effect(p, _rows([50, 60], [120, None]))
     assert [e["diff"] for e in eff["events"]] == [70, 610 - 60]
     assert eff["alpha"] == 0.3 and eff["longest_delay"] == 500
-    assert rpv.old_verdict_h5(eff) == "supported"
-    assert rpv.old_verdict_h5(rpx.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
-    assert rpv.old_verdict_h5(rpx.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
-    assert rpv.old_verdict_h5(rpx.delay_effect(p, _rows([None], [None]))) == "inconclusive"  # none recovered
+    assert rpv.first_verdict_h5(eff) == "supported"
+    assert rpv.first_verdict_h5(rpx.delay_effect(p, _rows([150, 160], [50, 60]))) == "refuted"
+    assert rpv.first_verdict_h5(rpx.delay_effect(p, _rows([50, 60], [55, 65]))) == "inconclusive"
     assert (
-        rpv.old_verdict_h5(rpx.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
+        rpv.first_verdict_h5(rpx.delay_effect(p, _rows([None], [None]))) == "inconclusive"
+    )  # none recovered
+    assert (
+        rpv.first_verdict_h5(rpx.delay_effect(p, _rows([120, 90], [120, 170]))) == "inconclusive"
     )  # one of two slower
     assert rpx.h5_alpha(SimpleNamespace(delay_alphas=[0.1, 0.6])) == 0.6
     assert rpx.delay_effect(p, _rows([50], [None], alpha=0.1), 0.1)["alpha"] == 0.1
 
 
-def test_h5_effects_choose_the_open_alpha():
-    """H5's alpha is the delayed one whose undelayed switch recovered in a share strictly between 0 and 1
-    closest to 1/2; the previous rule's reading (alpha 0.3) rides along."""
-    p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.3], branch_steps=600)
-    sw = {0.1: {"recovered": 1, "events": 2}, 0.3: {"recovered": 2, "events": 2}}
-    rows = _rows([50, None], [None, None], alpha=0.1) + _rows([40, 50], [60, 70], alpha=0.3)
-    h5 = rpx.h5_effects(p, sw, rows)
-    assert h5["alpha"] == 0.1 and h5["new"]["alpha"] == 0.1 and h5["old"]["alpha"] == 0.3
-    assert [(e["t0"], e["tmax"]) for e in h5["new"]["events"]] == [(50, None), (None, None)]
+def test_h5_effects_pool_the_open_alphas():
+    """H5 pools every delayed alpha whose undelayed switch recovered in a share strictly between 0 and 1;
+    the previous rule's alpha (the share closest to 1/2) and the first rule's (0.3) ride along."""
+    p = SimpleNamespace(delays=[100, 500], delay_alphas=[0.1, 0.2, 0.3], branch_steps=600)
+    sw = {
+        0.1: {"recovered": 1, "events": 2},
+        0.2: {"recovered": 1, "events": 2},
+        0.3: {"recovered": 2, "events": 2},
+    }
+    rows = (
+        _rows([50, None], [None, None], alpha=0.1)
+        + _rows([80, None], [200, None], alpha=0.2)
+        + _rows([40, 50], [60, 70], alpha=0.3)
+    )
+    reps = [{"seed": 0, "alpha": 0.1, "t0": 50, "trep": 70}]
+    h5 = rpx.h5_effects(p, sw, rows, reps)
+    assert h5["alphas"] == [0.1, 0.2] and h5["longest_delay"] == 500
+    assert [(x["alpha"], x["t0"], x["tmax"]) for x in h5["pairs"]] == [
+        (0.1, 50, None),
+        (0.1, None, None),
+        (0.2, 80, 200),
+        (0.2, None, None),
+    ]
+    assert h5["replicates"] == reps and h5["replicate_shift"] == 10
+    assert h5["alpha"] == 0.1 and h5["previous"]["alpha"] == 0.1 and h5["first"]["alpha"] == 0.3
+    ev = rpv.h5_evidence(h5)
+    assert ev["old"]["alpha"] == 0.1 and [e["t0"] for e in ev["old"]["events"]] == [50, None]
     sw[0.1]["recovered"] = 0
-    assert rpx.h5_effects(p, sw, rows)["new"] is None
+    sw[0.2]["recovered"] = 2
+    h5 = rpx.h5_effects(p, sw, rows)
+    assert h5["previous"] is None and h5["alphas"] == [] and h5["pairs"] == []
+    assert rpv.verdict_h5(rpv.h5_evidence(h5))[0] == "inconclusive"
 
 
 def test_controls_and_gaps():

@@ -60,7 +60,31 @@ def _h4(factor=1e7, acol=0.02, held=((0.03, 0, 6), (0.1, 1, 6), (0.2, 4, 6), (0.
     return {"reopen_factor": factor, "alpha_col": acol, "held": [list(h) for h in held]}
 
 
-def _h5(alpha=0.2, pairs=((60, 150), (80, None), (None, None), (70, 200)), fractions=None):
+def _h5(
+    pairs=((100, None), (150, 300), (None, None), (90, 200), (120, None), (80, 190), (70, 160)),
+    replicates=((100, 120), (150, 130), (90, 100), (None, None)),
+    alphas=(0.15, 0.2),
+    fractions=None,
+):
+    """H5's evidence: ``pairs`` (undelayed, after the longest delay) and ``replicates`` (original,
+    replicate) as steps to recovery (None: none), spread over ``alphas``; the default margin is 20 steps."""
+    al = list(alphas) or [0.2]
+    return {
+        "alphas": list(alphas),
+        "fractions": fractions or {"0.15": [3, 7], "0.2": [6, 7], "0.25": [7, 7]},
+        "longest_delay": 500,
+        "pairs": [
+            {"seed": s, "alpha": al[s % len(al)], "t0": a, "tmax": b} for s, (a, b) in enumerate(pairs)
+        ],
+        "replicates": [
+            {"seed": s, "alpha": al[s % len(al)], "t0": a, "trep": b} for s, (a, b) in enumerate(replicates)
+        ],
+        "replicate_shift": 10,
+    }
+
+
+def _h5_old(alpha=0.2, pairs=((60, 150), (80, None), (None, None), (70, 200)), fractions=None):
+    """The previous H5 rule's evidence (one alpha, per-event times)."""
     return {
         "alpha": alpha,
         "fractions": fractions or {"0.15": [1, 4], "0.2": [3, 4], "0.25": [4, 4]},
@@ -104,9 +128,14 @@ CASES = {
         "inconclusive": _h4(acol=0.1, held=((0.1, 0, 6), (0.2, 3, 6), (0.6, 6, 6))),  # 2x: in between
     },
     "H5": {
+        # 6 of 6 pairs with an outcome slower (M = 20): p = 1/64
         "supported": _h5(),
-        "refuted": _h5(pairs=((60, 70), (80, 40), (None, None), (90, 100))),
-        "inconclusive": _h5(pairs=((60, 150), (80, 20), (None, None), (70, 200))),
+        # 1 of 8 slower, the rest within M = 20 steps: P(X <= 1) = 9/256
+        "refuted": _h5(
+            pairs=((100, 110), (150, 140), (90, 95), (120, 130), (80, None), (70, 75), (60, 60), (90, 80))
+        ),
+        # 3 of 6 slower
+        "inconclusive": _h5(pairs=((100, None), (150, 300), (90, 100), (120, 110), (80, 190), (70, 60))),
     },
     "H7": {
         "supported": _h7(),
@@ -263,26 +292,87 @@ def test_h4_unreachable_refutation_and_no_recovery():
 def test_h5_alpha_choice_and_outcomes():
     fr = {0.1: (0, 6), 0.15: (2, 6), 0.2: (4, 6), 0.3: (6, 6)}
     assert rpx.choose_h5_alpha(fr) == 0.15  # 2/6 and 4/6 are equally far from 1/2: the lower alpha
+    assert rpx.uncertain_alphas(fr) == [0.15, 0.2]  # the new rule pools every uncertain alpha
     assert rpx.choose_h5_alpha({0.1: (0, 2), 0.3: (2, 2)}) is None
-    assert rpx.choose_h5_alpha({0.1: (1, 2), 0.3: (2, 2)}) == 0.1
-    v, reason = rpv.verdict_h5(_h5(alpha=None, fractions={"0.1": [0, 2], "0.3": [2, 2]}))
+    assert rpx.uncertain_alphas({0.1: (0, 2), 0.3: (2, 2)}) == []
+    v, reason = rpv.verdict_h5(_h5(alphas=(), fractions={"0.1": [0, 2], "0.3": [2, 2]}))
     assert v == "inconclusive" and "certain or impossible" in reason
-    assert rpv.h5_outcome(100, None) == "slower"  # no longer recovers: rarer
-    assert rpv.h5_outcome(None, 300) == "faster"
-    assert rpv.h5_outcome(None, None) == "none"
-    assert rpv.h5_outcome(100, 149) == "same" and rpv.h5_outcome(100, 150) == "slower"
-    assert rpv.h5_outcome(150, 100) == "faster"
-    # events that recovered neither time carry no outcome; one event with a recovery decides nothing
-    v, reason = rpv.verdict_h5(_h5(pairs=((60, 200), (None, None), (None, None))))
-    assert v == "inconclusive" and "too few" in reason and "1 of 1" in reason
-    # one faster event blocks support
-    assert rpv.verdict_h5(_h5(pairs=((60, 200), (70, 200), (200, 60))))[0] == "inconclusive"
+    assert rpv.h5_outcome(100, None, 50) == "slower"  # no longer recovers: rarer
+    assert rpv.h5_outcome(None, 300, 50) == "faster"
+    assert rpv.h5_outcome(None, None, 50) == "none"
+    # the new rule counts a difference beyond the margin; the previous one from the margin on
+    assert rpv.h5_outcome(100, 150, 50) == "same" and rpv.h5_outcome(100, 160, 50) == "slower"
+    assert rpv.h5_outcome(100, 150, 50, beyond=False) == "slower"
+    assert rpv.h5_outcome(160, 100, 50) == "faster"
 
 
-def test_old_h5_rule_kept():
+def test_h5_margin_is_measured_on_the_replicates():
+    assert rpv.h5_margin([{"t0": 100, "trep": 130}, {"t0": 90, "trep": 40}, {"t0": None, "trep": 80}]) == 50
+    assert rpv.h5_margin([{"t0": None, "trep": 80}, {"t0": 100, "trep": None}]) is None
+    # no replicate recovered both times: no margin, no decision
+    v, reason = rpv.verdict_h5(_h5(replicates=((None, 80), (100, None))))
+    assert v == "inconclusive" and "not measured" in reason
+    # a wider measured margin turns the same pairs from slower into the same: 90-150 steps longer is inside
+    # a 150-step margin, and only the two that no longer recover stay slower
+    assert rpv.h5_counts(_h5())["slower"] == 6
+    assert rpv.h5_counts(_h5(replicates=((100, 250),)))["slower"] == 2
+    assert rpv.verdict_h5(_h5(replicates=((100, 250),)))[0] == "inconclusive"
+
+
+def test_h5_sign_test():
+    assert rpv.sign_thresholds(4) == (None, None)  # 1/16 > 0.05: neither outcome reachable
+    assert rpv.sign_thresholds(5) == (5, 0)
+    assert rpv.sign_thresholds(9) == (8, 1)
+    assert rpv.detectable_share(4) is None
+    q = rpv.detectable_share(9)
+    assert 0.9 < q < 0.91  # 8 of 9 slowed needed: a true share of ~91% reaches it with 80% power
+    # too few pairs with an outcome
+    v, reason = rpv.verdict_h5(_h5(pairs=((100, None), (150, 300), (None, None), (90, 200))))
+    assert v == "inconclusive" and "too few" in reason and "3 of 3" in reason
+    # 'the same' counts as not slower: 5 slower and 5 the same is not support (ties dropped, it would be)
+    same5 = ((100, 110), (150, 140), (90, 95), (120, 130), (70, 75))
+    slow5 = ((100, None), (150, 300), (90, 200), (120, None), (80, 190))
+    assert rpv.verdict_h5(_h5(pairs=slow5 + same5))[0] == "inconclusive"
+    assert rpv.verdict_h5(_h5(pairs=slow5))[0] == "supported"
+    # faster pairs are not slower either: 1 slower of 8, the rest faster
+    fast = ((300, 100), (None, 200), (250, 90), (200, 60), (None, 100), (310, 120), (280, 90))
+    assert rpv.verdict_h5(_h5(pairs=((100, None),) + fast))[0] == "refuted"
+
+
+def test_h5_control_reads_the_replicates():
+    """The control: each replicate against its original, a pair that recovered both times against the
+    margin of the other replicates."""
+    ev = _h5(replicates=((100, 120), (150, 180), (90, 290), (None, None)))
+    cev = rpv.control_evidence_h5(ev)
+    got = [rpv.h5_outcome(x["t0"], x["tmax"], x["margin"]) for x in cev["pairs"] if "margin" in x]
+    assert got == ["same", "same", "slower"]  # 200 steps against the others' 30; 20 and 30 against 200
+    assert [x.get("margin") for x in cev["pairs"]] == [200, 200, 30, None]
+    # one replicate that recovered both times: its own difference is the margin, it reads 'the same'
+    one = rpv.control_evidence_h5(_h5(replicates=((100, 160),)))
+    assert one["pairs"][0]["margin"] == 60
+    # no replicate: no control
+    assert rpv.control_evidence_h5(_h5(replicates=())) is None
+    # replicates that agree within their spread: the control refutes, where the delayed pairs support
+    reps = ((100, 110), (150, 140), (90, 95), (120, 130), (80, 70), (70, 75), (60, 60), (90, 80))
+    ev = _h5(replicates=reps)
+    assert rpv.verdict_h5(ev)[0] == "supported"
+    v, reason = rpv.verdict_h5(rpv.control_evidence_h5(ev))
+    assert v == "refuted" and "against its original" in reason
+    # a replicate that no longer recovers where its original did reads 'slower', as a delay would
+    reps = ((100, None),) * 9 + ((70, 75),)
+    c = rpv.h5_counts(rpv.control_evidence_h5(_h5(replicates=reps)))
+    assert (c["slower"], c["same"], c["m"]) == (9, 1, 10)
+    assert rpv.verdict_h5(rpv.control_evidence_h5(_h5(replicates=reps)))[0] == "supported"
+
+
+def test_old_h5_rules_kept():
     eff = {"events": [{"diff": 25}, {"diff": 30}], "any_recovered": True}
-    assert rpv.old_verdict_h5(eff) == "supported"  # 20-step margin: inside the run-to-run spread
-    assert rpv.verdict_h5(_h5(pairs=((100, 125), (100, 130))))[0] == "refuted"  # 50-step margin: the same
+    assert rpv.first_verdict_h5(eff) == "supported"  # the first rule: 20-step margin
+    assert rpv.old_verdict_h5(_h5_old(pairs=((100, 125), (100, 130))))[0] == "refuted"  # 50 steps: the same
+    assert rpv.old_verdict_h5(_h5_old())[0] == "supported"
+    assert rpv.old_verdict_h5(_h5_old(pairs=((60, 200), (None, None))))[0] == "inconclusive"
+    assert rpv.old_verdict_h5(_h5_old(pairs=((60, 200), (70, 200), (200, 60))))[0] == "inconclusive"
+    assert rpv.old_verdict_h5(_h5_old(alpha=None))[0] == "inconclusive"
 
 
 def test_h7_without_a_control_and_old_rule():

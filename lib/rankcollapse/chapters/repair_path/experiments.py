@@ -616,8 +616,8 @@ def censored(rec, branch_steps: int) -> int:
 
 
 def h5_alpha(p) -> float:
-    """The switch scale the previous H5 rule (:func:`old_verdict_h5`) was judged at: 0.3 (the paper's
-    Figure 7) if delayed switches use it, else the largest delayed alpha."""
+    """The switch scale the first H5 rule (``first_verdict_h5`` in the chapter's verdicts) was judged at:
+    0.3 (the paper's Figure 7) if delayed switches use it, else the largest delayed alpha."""
     return 0.3 if 0.3 in p.delay_alphas else max(p.delay_alphas)
 
 
@@ -627,17 +627,65 @@ def recovered_fractions(p, sw: dict) -> dict:
 
 
 def choose_h5_alpha(fractions: dict) -> float | None:
-    """H5's alpha, by a rule fixed before the results: among the delay alphas, the one whose undelayed held
-    switch recovered in a share of events strictly between 0 and 1 and closest to 1/2 (ties: the lower
-    alpha); None when recovery is certain or impossible at every delay alpha."""
+    """The previous H5 rule's alpha (fixed before the results of issue #17's runs): among the delay alphas,
+    the one whose undelayed held switch recovered in a share of events strictly between 0 and 1 and closest
+    to 1/2 (ties: the lower alpha); None when recovery is certain or impossible at every delay alpha."""
     cands = [(Fraction(abs(2 * r - n), 2 * n), a) for a, (r, n) in fractions.items() if n and 0 < r < n]
     return min(cands)[1] if cands else None
+
+
+def uncertain_alphas(fractions: dict) -> list[float]:
+    """H5's alphas (issue #42): every delay alpha whose undelayed held switch recovered in a share of events
+    strictly between 0 and 1 (recovery uncertain), in increasing order."""
+    return sorted(a for a, (r, n) in fractions.items() if n and 0 < r < n)
+
+
+# H5's replicate: the undelayed switch again, from the saved collapse continued untreated for one
+# measurement interval more (the data then meet the switch shifted by these steps, as they meet a delayed
+# switch shifted by its delay); the spread of its steps to recovery against the original's sets H5's margin
+REPLICATE_SHIFT = tr.RunSpec.measure_every
+
+
+def h5_replicates(p, study: StudySpec, events: list[dict], sw: dict, log=print) -> list[dict]:
+    """H5's replicates, one per event and :func:`uncertain_alphas` value (none where recovery is certain or
+    impossible at every delay alpha): the held switch to that alpha after :data:`REPLICATE_SHIFT` further
+    collapsed steps (the chain of :func:`delay_segments`: the untreated branch, then the switch held for
+    ``branch_steps``). Per replicate: ``seed``, ``alpha``, the original held switch's steps to recovery
+    (``t0``) and the replicate's (``trep``; None: not within the branch), and the replicate's final
+    srank."""
+    alphas = uncertain_alphas(recovered_fractions(p, sw))
+    jobs, labels, keys = [], [], []
+    for e in events:
+        for a in alphas:
+            segs = delay_segments(study, e, REPLICATE_SHIFT, a)
+            jobs.append(("chain", {"parent": e["collapse"], "segments": segs}))
+            labels.append(
+                f"seed {e['seed']} switch to {a} again, {REPLICATE_SHIFT} steps later (H5 replicate)"
+            )
+            keys.append((e, a))
+    res = run_stage(study, jobs, log, labels) if jobs else []
+    out = []
+    for (e, a), chain in zip(keys, res):
+        b = chain[-1]
+        t0 = next(r["recovered_after"] for r in sw[a]["rows"] if r["seed"] == e["seed"])
+        out.append(
+            {
+                "seed": e["seed"],
+                "alpha": a,
+                "t0": t0,
+                "trep": recovery(
+                    b["hist"], e["start"] + REPLICATE_SHIFT, e["rec_threshold"], p.recover_window
+                ),
+                "final_srank": statistics.median(last_srank(b["hist"])[-p.recover_window :]),
+            }
+        )
+    return out
 
 
 def delay_effect(p, rows, alpha: float | None = None) -> dict:
     """Per event at ``alpha`` (default :func:`h5_alpha`): steps to recovery undelayed (``t0``) and after the
     longest delay (``tmax``; None: no recovery within the branch), their difference with a switch that never
-    recovered counted as branch_steps + 10 (``diff``, the previous rule's reading), and the Spearman
+    recovered counted as branch_steps + 10 (``diff``, the first rule's reading), and the Spearman
     correlation of delay and censored recovery time over all points at that alpha (None with fewer than 4
     points)."""
     a = h5_alpha(p) if alpha is None else alpha
@@ -665,17 +713,31 @@ def delay_effect(p, rows, alpha: float | None = None) -> dict:
     }
 
 
-def h5_effects(p, sw: dict, rows: list[dict]) -> dict:
-    """What H5 reads: the undelayed switches' recovered shares per delay alpha, the alpha chosen by
-    :func:`choose_h5_alpha` (None: none neither certain nor impossible), the per-event effect of the longest
-    delay there (``new``; None without a chosen alpha) and at the previous rule's alpha (``old``)."""
+def h5_effects(p, sw: dict, rows: list[dict], replicates: list[dict] | None = None) -> dict:
+    """What H5 reads: the undelayed switches' recovered shares per delay alpha; the rule's alphas
+    (:func:`uncertain_alphas`) with the pairs it pools there (``pairs``: per alpha and event, ``t0``
+    undelayed and ``tmax`` after the longest delay) and the replicates (:func:`h5_replicates`); the previous
+    rule's alpha (:func:`choose_h5_alpha`, None: none neither certain nor impossible) and its per-event
+    effect of the longest delay (``previous``; None without that alpha); the first rule's (``first``, at
+    :func:`h5_alpha`)."""
     fr = recovered_fractions(p, sw)
+    alphas = uncertain_alphas(fr)
     a = choose_h5_alpha(fr)
+    pairs = [
+        {"seed": e["seed"], "alpha": b, "t0": e["t0"], "tmax": e["tmax"]}
+        for b in alphas
+        for e in delay_effect(p, rows, b)["events"]
+    ]
     return {
         "fractions": fr,
+        "alphas": alphas,
+        "longest_delay": max(p.delays),
+        "pairs": pairs,
+        "replicates": list(replicates or []),
+        "replicate_shift": REPLICATE_SHIFT,
         "alpha": a,
-        "new": delay_effect(p, rows, a) if a is not None else None,
-        "old": delay_effect(p, rows, h5_alpha(p)),
+        "previous": delay_effect(p, rows, a) if a is not None else None,
+        "first": delay_effect(p, rows, h5_alpha(p)),
     }
 
 

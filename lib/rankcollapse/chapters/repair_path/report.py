@@ -24,7 +24,6 @@ from .experiments import (
 )
 from .verdicts import (
     FADE_MARGIN,
-    H5_MARGIN,
     HINGE_FADE,
     OPEN_GROUPS,
     OPEN_LABEL,
@@ -32,6 +31,8 @@ from .verdicts import (
     QK_KINDS,
     QK_OPEN,
     fade_of,
+    h5_margin,
+    h5_outcome,
     h7_pairs,
     open_baseline,
 )
@@ -809,18 +810,25 @@ def table_switches(p, sw: dict) -> str:
 
 def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
     """Record the delayed switches: steps to recovery and srank before each switch, the undelayed switches'
-    recovered share per delay alpha and the alpha H5 is judged at (:func:`h5_effects`; where there is none,
-    the previous rule's alpha is shown), the per-event change of the recovery time after the longest delay
-    there and the Spearman correlation of delay and recovery time; glue the delays and delayed alphas, and
-    per event (as lists) the steps to recovery undelayed and after the longest delay ("no recovery": none
-    within the branch)."""
-    eff = h5["new"] or h5["old"]
+    recovered share per delay alpha, the alphas H5 pools (:func:`h5_effects`), its replicates' steps to
+    recovery and the timing margin measured on them (:func:`h5_margin`); the per-event change of the
+    recovery time after the longest delay at the previous rule's alpha (where there is none, the first
+    rule's) and the Spearman correlation of delay and recovery time there; glue the delays and delayed
+    alphas, and per event (as lists) the steps to recovery undelayed and after the longest delay ("no
+    recovery": none within the branch)."""
+    eff = h5["previous"] or h5["first"]
     ch.value(
         "h5_recovered_share",
         {f"{a:g}": list(x) for a, x in h5["fractions"].items()},
         atol=4,
         glue=False,
         note="per delay alpha: [events recovered, events] of the undelayed held switch; trained",
+    )
+    ch.glue(
+        "h5_alphas_text",
+        "none: at every delayed alpha the undelayed switch recovered in all events or in none"
+        if not h5["alphas"]
+        else _fmt_list(f"{a:g}" for a in h5["alphas"]),
     )
     ch.glue(
         "h5_alpha_text",
@@ -832,7 +840,41 @@ def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
         "h5_shares_text",
         _fmt_list(f"{r} of {n} at {a:g}" for a, (r, n) in h5["fractions"].items()),
     )
-    ch.glue("h5_margin", H5_MARGIN)
+    reps = h5["replicates"]
+    margin = h5_margin(reps)
+    ch.value(
+        "h5_replicate_recovered_after",
+        {f"seed {r['seed']} alpha {r['alpha']:g}": [r["t0"], r["trep"]] for r in reps},
+        atol=100,
+        glue=False,
+        note="H5's replicates: [original, replicate] steps to recovery of the undelayed switch and of its "
+        "replicate (the same switch after one measurement interval more untreated); None: not within the "
+        "branch; trained",
+    )
+    ch.value(
+        "h5_margin_measured",
+        margin,
+        atol=100,
+        glue=False,
+        note="steps: the largest difference in steps to recovery between a replicate and its original, over "
+        "those that recovered both times; None: none did (or no replicate); trained",
+    )
+    both = [r for r in reps if r["t0"] is not None and r["trep"] is not None]
+    ch.glue("h5_replicate_shift", h5["replicate_shift"])
+    ch.glue("h5_replicates_n", len(reps))
+    ch.glue("h5_replicates_both", len(both))
+    ch.glue(
+        "h5_margin_text",
+        f"{margin} steps"
+        if margin is not None
+        else "not measured (no replicate recovered both times)"
+        if reps
+        else "not measured (no replicate was trained: no alpha where recovery is uncertain)",
+    )
+    ch.glue(
+        "h5_replicate_diffs",
+        _fmt_list(f"{r['trep'] - r['t0']:+d}" for r in both) if both else "none",
+    )
     ch.value(
         "delayed_recovered_after",
         {f"seed {r['seed']} alpha {r['alpha']} delay {r['delay']}": r["recovered_after"] for r in rows},
@@ -868,6 +910,38 @@ def record_delays(ch, p, rows: list[dict], h5: dict) -> None:
         "delay_tmax", _fmt_list("no recovery" if e["tmax"] is None else e["tmax"] for e in eff["events"])
     )
     ch.glue("delay_spearman_text", "not computed" if eff["spearman"] is None else f"{eff['spearman']:.2f}")
+
+
+def table_h5_pairs(h5: dict) -> str:
+    """HTML table: H5's pooled pairs (per uncertain delay alpha and event: steps to recovery undelayed,
+    after the longest delay, and of the replicate) with each pair's reading under the measured margin."""
+    margin = h5_margin(h5["replicates"])
+    rep = {(r["seed"], r["alpha"]): r["trep"] for r in h5["replicates"]}
+
+    def t(x):
+        return "none" if x is None else x
+
+    return html_table(
+        [
+            "alpha",
+            "seed",
+            "undelayed",
+            f"after {h5['longest_delay']}",
+            "reading",
+            f"replicate ({h5['replicate_shift']} later)",
+        ],
+        [
+            [
+                f"{x['alpha']:g}",
+                x["seed"],
+                t(x["t0"]),
+                t(x["tmax"]),
+                "–" if margin is None else h5_outcome(x["t0"], x["tmax"], margin),
+                t(rep.get((x["seed"], x["alpha"]))),
+            ]
+            for x in h5["pairs"]
+        ],
+    )
 
 
 def table_delayed(rows: list[dict]) -> str:

@@ -33,7 +33,12 @@ OPEN_LABEL = {
     "healthy": "the healthy network of each event's seed at the event's step",
     "unsettled": "the same-depth drivers that did not settle and stayed uncollapsed",
 }
-H5_MARGIN = 50  # H5: steps; the within-seed spread of recovery times is +-25-40 steps (issue #17)
+# H5 (issue #42): the exact sign test's one-sided level, either way, and the power at which the smallest
+# detectable effect is stated; the timing margin is measured in the run (h5_margin), no longer set here
+H5_LEVEL = 0.05
+H5_POWER = 0.8
+H5_OLD_MARGIN = 50  # H5's previous rule: steps, citing a +-25-40-step within-seed spread (issue #17)
+H5_FIRST_MARGIN = 20  # H5's first rule: steps
 H7_SUPPORT, H7_REFUTE = 0.05, 0.01  # H7: nats of excess loss over the never-collapsed control
 
 RULE_H3 = (
@@ -295,49 +300,218 @@ def old_verdict_h4(ev: dict) -> str:
 
 
 RULE_H5 = (
-    "at the delay alpha whose undelayed held switch recovered in a share of events strictly between 0 "
-    "and 1 and closest to 1/2 (ties: the lower alpha; none: inconclusive, recovery is certain or "
-    "impossible at every delay alpha), per event, the switch after the longest delay against the undelayed "
-    "one: slower if it recovered undelayed but not after the delay, or both recovered and the delayed one "
-    f"took at least {H5_MARGIN} steps longer; faster if the reverse; the same within {H5_MARGIN} steps; "
-    "no outcome if neither recovered. With m = the events with an outcome: inconclusive if m < 2; "
-    "supported if none is faster and more than half of the m are slower; refuted if no more are slower "
-    "than faster and more than half of the m are faster or the same; else inconclusive"
+    "over every delay alpha whose undelayed held switch recovered in a share of events strictly between 0 "
+    "and 1 (recovery uncertain; none: inconclusive), one pair per event and such alpha: the switch after "
+    "the longest delay against the undelayed one. The timing margin M is measured in the run: per event and "
+    "such alpha, the undelayed switch is run again from the saved collapse continued untreated for one "
+    "measurement interval (10 steps) more (a replicate), and M = the largest difference in steps to "
+    "recovery between a replicate and its original, over those that recovered both times (none: "
+    "inconclusive, M is not measured). A pair is slower if it recovered undelayed but not after the delay, "
+    "or both recovered and the delayed one took more than M steps longer; faster if the reverse; the same "
+    "within M steps; no outcome if neither recovered. With m = the pairs with an outcome and k = the slower "
+    "ones ('the same' counts as not slower, with 'faster'), and X ~ Binomial(m, 1/2) (the exact sign test): "
+    f"supported if P(X >= k) <= {H5_LEVEL:g} (more than half the pairs slowed, at one-sided level "
+    f"{H5_LEVEL:g}); refuted if P(X <= k) <= {H5_LEVEL:g} (a slowing of half the pairs or more is excluded "
+    "at the same level); else inconclusive (with fewer than 5 pairs with an outcome neither can be reached)"
+)
+H5_CONTROL_ON = (
+    "the replicate pairs: each replicate read as the delayed switch against its original (a delay of one "
+    "measurement interval, at which no slowing is expected), a pair that recovered both times against the "
+    "margin measured on the other replicate pairs"
+)
+RULE_H5_CHANGE = (
+    "The previous rule decided at one alpha (full: 0.15, three events with an outcome, where an exact sign "
+    "test cannot go below p = 0.125) and its 50-step margin cited a run-to-run spread (+-25-40 steps) that "
+    "the build measured nowhere. The rule now pools every alpha where recovery is uncertain, decides with "
+    "an exact sign test at a stated level, and measures its margin in the run on replicates of the "
+    "undelayed switch. It was changed with issue #42, after the previous rule's verdicts (smoke and full) "
+    "had been seen"
 )
 
 
-def h5_outcome(t0: int | None, tmax: int | None, margin: int = H5_MARGIN) -> str:
-    """One event's reading under :data:`RULE_H5`: ``slower``, ``faster``, ``same`` or ``none``."""
+def h5_outcome(t0: int | None, tmax: int | None, margin: float, *, beyond: bool = True) -> str:
+    """One pair's reading: ``slower``, ``faster``, ``same`` or ``none``. ``beyond``: a difference counts
+    only beyond ``margin`` (:data:`RULE_H5`); else from ``margin`` on (the previous rule)."""
     if t0 is None and tmax is None:
         return "none"
     if tmax is None:
         return "slower"
     if t0 is None:
         return "faster"
-    if tmax - t0 >= margin:
+    d = tmax - t0
+    if (d > margin) if beyond else (d >= margin):
         return "slower"
-    if t0 - tmax >= margin:
+    if (-d > margin) if beyond else (-d >= margin):
         return "faster"
     return "same"
 
 
+def h5_margin(replicates: list[dict]) -> int | None:
+    """H5's timing margin: the largest difference in steps to recovery between a replicate (``trep``) and
+    its original (``t0``) over the pairs that recovered both times; None: no such pair."""
+    d = [abs(r["trep"] - r["t0"]) for r in replicates if r["t0"] is not None and r["trep"] is not None]
+    return max(d) if d else None
+
+
+def sign_thresholds(m: int, level: float = H5_LEVEL) -> tuple[int | None, int | None]:
+    """The exact sign test over ``m`` pairs: the fewest slower pairs with P(X >= k) <= ``level`` (the rule
+    says 'supported' from there) and the most with P(X <= k) <= ``level`` ('refuted' up to there), X ~
+    Binomial(m, 1/2); None where no count reaches it."""
+    from scipy.stats import binom
+
+    sup = next((k for k in range(m + 1) if binom.sf(k - 1, m, 0.5) <= level), None) if m else None
+    ref = next((k for k in range(m, -1, -1) if binom.cdf(k, m, 0.5) <= level), None) if m else None
+    return sup, ref
+
+
+def detectable_share(m: int, level: float = H5_LEVEL, power: float = H5_POWER) -> float | None:
+    """The smallest effect the rule detects over ``m`` pairs with an outcome: the true share of slowed
+    pairs at which it says 'supported' (at least :func:`sign_thresholds`' count) with probability
+    ``power``, each pair slowed independently; None when no count supports (m < 5 at 0.05)."""
+    from scipy.stats import binom
+
+    k = sign_thresholds(m, level)[0]
+    if k is None:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # P(at least k of m) rises with the share: bisect
+        mid = (lo + hi) / 2.0
+        lo, hi = (lo, mid) if binom.sf(k - 1, m, mid) >= power else (mid, hi)
+    return hi
+
+
+def h5_counts(ev: dict) -> dict:
+    """:func:`verdict_h5`'s reading of its pairs: the margin ``M`` (:func:`h5_margin`), the per-pair
+    outcomes (a pair's own ``margin`` where it carries one, as the control's do), their counts, ``m``, the
+    sign test's one-sided p-values either way and its thresholds."""
+    from scipy.stats import binom
+
+    M = h5_margin(ev["replicates"])
+    kinds = [
+        "none" if M is None else h5_outcome(x["t0"], x["tmax"], x.get("margin", M)) for x in ev["pairs"]
+    ]
+    k, m = kinds.count("slower"), sum(x != "none" for x in kinds)
+    sup, ref = sign_thresholds(m)
+    return {
+        "margin": M,
+        "outcomes": kinds,
+        "slower": k,
+        "faster": kinds.count("faster"),
+        "same": kinds.count("same"),
+        "none": kinds.count("none"),
+        "m": m,
+        "p_slower": float(binom.sf(k - 1, m, 0.5)) if m else None,
+        "p_not_slower": float(binom.cdf(k, m, 0.5)) if m else None,
+        "support_from": sup,
+        "refute_up_to": ref,
+        "detectable_share": detectable_share(m),
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
 def verdict_h5(ev: dict) -> tuple[str, str]:
-    """H5 from ``alpha`` (None: no delay alpha neither certain nor impossible), ``fractions`` (per delay
-    alpha ``[recovered, events]`` undelayed), ``longest_delay`` and ``events`` (``t0``, ``tmax``: steps to
-    recovery undelayed and after the longest delay, None: none within the branch)."""
+    """H5 (:data:`RULE_H5`) from ``alphas`` (the delay alphas where recovery is uncertain), ``fractions``
+    (per delay alpha ``[recovered, events]`` undelayed), ``longest_delay``, ``pairs`` (per event and alpha:
+    ``t0``, ``tmax``, steps to recovery undelayed and after the longest delay, None: none within the
+    branch; the control's carry their own ``margin``) and ``replicates`` (``t0``, ``trep``: the original's
+    and the replicate's steps to recovery). ``judged`` names what the pairs are, for the reason."""
+    fr = ", ".join(f"{a}: {r} of {n}" for a, (r, n) in ev["fractions"].items())
+    if not ev["alphas"]:
+        return (
+            "inconclusive",
+            f"recovery is certain or impossible at every delay alpha (undelayed switches recovered: {fr})",
+        )
+    c = h5_counts(ev)
+    nrep = sum(r["t0"] is not None and r["trep"] is not None for r in ev["replicates"])
+    al = ", ".join(f"{a:g}" for a in ev["alphas"])
+    if c["margin"] is None:
+        return (
+            "inconclusive",
+            f"the timing margin is not measured: none of {len(ev['replicates'])} replicates at alpha {al} "
+            "recovered both times",
+        )
+    who = ev.get("judged", f"after {ev['longest_delay']} further collapsed steps")
+    within = (
+        "within the margin of the other replicate pairs"
+        if "judged" in ev
+        else f"within M = {c['margin']} steps (the largest of {nrep} replicate differences)"
+    )
+    text = (
+        f"at alpha {al}, {who}: {c['slower']} of {c['m']} pairs with an outcome slower, {c['faster']} "
+        f"faster, {c['same']} the same {within} ({c['none']} recovered neither time)"
+    )
+    if c["support_from"] is None:
+        return (
+            "inconclusive",
+            f"too few pairs with an outcome for the sign test to reach {H5_LEVEL:g} either way: {text}",
+        )
+    text += (
+        f"; sign test one-sided p = {c['p_slower']:.3g} for slowing, {c['p_not_slower']:.3g} against "
+        f"(supported from {c['support_from']} slower, refuted up to {c['refute_up_to']}; detects a slowed "
+        f"share of {_pct(c['detectable_share'])} with {H5_POWER:.0%} power)"
+    )
+    if c["p_slower"] <= H5_LEVEL:
+        return "supported", f"the delay slows recovery in more than half the pairs: {text}"
+    if c["p_not_slower"] <= H5_LEVEL:
+        return "refuted", f"a slowing of half the pairs or more is excluded: {text}"
+    return "inconclusive", f"the pairs neither show nor exclude a slowing of most recoveries: {text}"
+
+
+def control_evidence_h5(ev: dict) -> dict | None:
+    """The evidence of H5's control (:data:`H5_CONTROL_ON`): the replicate pairs in place of the delayed
+    ones, each replicate as the 'delayed' switch (``tmax`` = ``trep``) against its original, a pair that
+    recovered both times read against the margin of the other replicate pairs (:func:`h5_margin` without
+    it; when it is the only one, with it, so it reads 'the same'), so no pair sets its own margin. None
+    without a replicate."""
+    reps = ev["replicates"]
+    if not reps:
+        return None
+    pairs = []
+    for i, r in enumerate(reps):
+        x = {"seed": r["seed"], "alpha": r["alpha"], "t0": r["t0"], "tmax": r["trep"]}
+        if r["t0"] is not None and r["trep"] is not None:
+            others = h5_margin(reps[:i] + reps[i + 1 :])
+            x["margin"] = abs(r["trep"] - r["t0"]) if others is None else others
+        pairs.append(x)
+    return ev | {
+        "pairs": pairs,
+        "longest_delay": ev.get("replicate_shift", 10),
+        "judged": f"each replicate ({ev.get('replicate_shift', 10)} steps later) against its original",
+    }
+
+
+OLD_RULE_H5 = (
+    "at the delay alpha whose undelayed held switch recovered in a share of events strictly between 0 "
+    "and 1 and closest to 1/2 (ties: the lower alpha; none: inconclusive, recovery is certain or "
+    "impossible at every delay alpha), per event, the switch after the longest delay against the undelayed "
+    "one: slower if it recovered undelayed but not after the delay, or both recovered and the delayed one "
+    f"took at least {H5_OLD_MARGIN} steps longer; faster if the reverse; the same within {H5_OLD_MARGIN} "
+    "steps; no outcome if neither recovered. With m = the events with an outcome: inconclusive if m < 2; "
+    "supported if none is faster and more than half of the m are slower; refuted if no more are slower "
+    "than faster and more than half of the m are faster or the same; else inconclusive"
+)
+
+
+def old_verdict_h5(ev: dict) -> tuple[str, str]:
+    """The previous H5 rule (:data:`OLD_RULE_H5`, issue #17) from ``alpha`` (None: no delay alpha neither
+    certain nor impossible), ``fractions``, ``longest_delay`` and ``events`` (``t0``, ``tmax``): one alpha,
+    a cited 50-step margin. Kept to show its verdict beside the new one."""
     fr = ", ".join(f"{a}: {r} of {n}" for a, (r, n) in ev["fractions"].items())
     if ev["alpha"] is None:
         return (
             "inconclusive",
             f"recovery is certain or impossible at every delay alpha (undelayed switches recovered: {fr})",
         )
-    kinds = [h5_outcome(e["t0"], e["tmax"]) for e in ev["events"]]
+    kinds = [h5_outcome(e["t0"], e["tmax"], H5_OLD_MARGIN, beyond=False) for e in ev["events"]]
     m = sum(k != "none" for k in kinds)
     n_s, n_f, n_e = kinds.count("slower"), kinds.count("faster"), kinds.count("same")
     text = (
         f"at alpha {ev['alpha']:g} after {ev['longest_delay']} further collapsed steps, {n_s} of {m} events "
-        f"with a recovery slower, {n_f} faster, {n_e} the same within {H5_MARGIN} steps ({len(kinds) - m} "
-        f"recovered neither time)"
+        f"with a recovery slower, {n_f} faster, {n_e} the same within {H5_OLD_MARGIN} steps "
+        f"({len(kinds) - m} recovered neither time)"
     )
     if m < 2:
         return "inconclusive", f"too few events with a recovery: {text}"
@@ -348,7 +522,7 @@ def verdict_h5(ev: dict) -> tuple[str, str]:
     return "inconclusive", f"the delay's effect is mixed: {text}"
 
 
-OLD_RULE_H5 = (
+FIRST_RULE_H5 = (
     "at alpha = 0.3 (else the largest delayed alpha), per event: steps to recovery after the longest delay "
     "minus undelayed (no recovery = branch length + 10); supported if no event recovers 20 or more steps "
     "faster after the delay and more than half recover 20 or more steps slower (or not at all); refuted if "
@@ -357,10 +531,10 @@ OLD_RULE_H5 = (
 )
 
 
-def old_verdict_h5(eff: dict, margin: int = 20) -> str:
-    """The chapter's previous H5 rule (:data:`OLD_RULE_H5`) on :func:`delay_effect` at :func:`h5_alpha`: its
-    alpha could sit where recovery is certain or impossible, and its 20-step margin lay inside the
-    within-seed spread of recovery times (+-25-40 steps). Kept to show its verdict beside the new one."""
+def first_verdict_h5(eff: dict, margin: int = H5_FIRST_MARGIN) -> str:
+    """The chapter's first H5 rule (:data:`FIRST_RULE_H5`) on :func:`delay_effect` at :func:`h5_alpha`: its
+    alpha could sit where recovery is certain or impossible, and its 20-step margin was set without a
+    measured spread. Kept to show its verdict beside the new one."""
     ev = eff["events"]
     if not ev or not eff["any_recovered"]:
         return "inconclusive"
@@ -447,8 +621,9 @@ def verdict_w1(ev: dict) -> tuple[str, str]:
 SMOKE_VERDICT_NOTES: dict[str, str] = {
     "H5": (
         "the smoke miniature has two events and no delay alpha at which its undelayed switches recover in "
-        "some events and not others, so no delay can be judged; the full profile has seven or more events "
-        "and an alpha where recovery is uncertain"
+        "some events and not others, so no delay can be judged and no replicate is trained (no measured "
+        "margin, no control); the full profile has seven or more events and alphas where recovery is "
+        "uncertain"
     ),
 }
 VERDICTS = {"H3": verdict_h3, "H4": verdict_h4, "H5": verdict_h5, "H7": verdict_h7, "W1": verdict_w1}
@@ -647,35 +822,96 @@ def judge_h7(ch, p, sw: dict, rows: list[dict], controls: dict) -> str:
     )
 
 
-def judge_h5(ch, h5: dict) -> str:
-    """H5 (:func:`verdict_h5`) on :func:`h5_effects`; the previous rule's verdict (:func:`old_verdict_h5`, at
-    :func:`h5_alpha` with a 20-step margin) recorded beside."""
-    eff = h5["new"]
-    ev = {
-        "alpha": h5["alpha"],
+def h5_evidence(h5: dict) -> dict:
+    """H5's evidence from :func:`h5_effects`: the rule's alphas and pairs, the replicates, and the previous
+    rule's evidence (``old``: its alpha and per-event times) and the first rule's reading (``first``)."""
+    prev = h5["previous"]
+    return {
+        "alphas": list(h5["alphas"]),
         "fractions": {f"{a:g}": list(x) for a, x in h5["fractions"].items()},
-        "longest_delay": eff["longest_delay"] if eff else None,
-        "events": [{"seed": e["seed"], "t0": e["t0"], "tmax": e["tmax"]} for e in eff["events"]]
-        if eff
-        else [],
-        "spearman_delay_time": eff["spearman"] if eff else None,
+        "longest_delay": h5["longest_delay"],
+        "pairs": [dict(x) for x in h5["pairs"]],
+        "replicates": [{k: r[k] for k in ("seed", "alpha", "t0", "trep")} for r in h5["replicates"]],
+        "replicate_shift": h5["replicate_shift"],
+        "old": {
+            "alpha": h5["alpha"],
+            "fractions": {f"{a:g}": list(x) for a, x in h5["fractions"].items()},
+            "longest_delay": prev["longest_delay"] if prev else None,
+            "events": [{"seed": e["seed"], "t0": e["t0"], "tmax": e["tmax"]} for e in prev["events"]]
+            if prev
+            else [],
+            "spearman_delay_time": prev["spearman"] if prev else None,
+        },
     }
+
+
+def judge_h5(ch, h5: dict) -> str:
+    """H5 (:func:`verdict_h5`) on :func:`h5_evidence`, beside its control (the same rule on the replicate
+    pairs, :func:`control_evidence_h5`; 'not run' without a replicate); the measured margin, the pooled
+    counts read against the sign test's thresholds and the smallest detectable effect recorded or glued; the
+    previous rule's verdict and reason (:func:`old_verdict_h5`) and the first rule's
+    (:func:`first_verdict_h5`, at :func:`h5_alpha` with a 20-step margin) glued and kept in the evidence."""
+    ev = h5_evidence(h5)
     v, reason = verdict_h5(ev)
-    old = old_verdict_h5(h5["old"])
-    # the previous H5 rule (alpha 0.3 or the largest, 20-step margin): shown, not checked, because its
-    # verdict changes with the floating-point kernels at full (it is kept in the H5 evidence)
-    ch.glue("h5_old_rule_verdict", old)
+    c = h5_counts(ev)
+    cev = control_evidence_h5(ev)
+    if cev is None:
+        cv, creason = "not run", "no replicate was trained (no delay alpha where recovery is uncertain)"
+        cc = None
+    else:
+        cv, creason = verdict_h5(cev)
+        cc = h5_counts(cev)
+    old, old_reason = old_verdict_h5(ev["old"])
+    first = first_verdict_h5(h5["first"])
+    sup, ref = c["support_from"], c["refute_up_to"]  # both or neither (the test is symmetric)
+    checks.count(
+        ch,
+        "h5_pairs_slower",
+        c["slower"],
+        of=c["m"],
+        limits=[sup - 0.5, ref + 0.5] if sup is not None and ref is not None else (),
+        note="H5: pooled pairs (events x uncertain delay alphas) slower after the longest delay, of those "
+        "with an outcome; trained",
+    )
+    ch.glue("h5_pairs_m", c["m"])
+    ch.glue("h5_pairs_n", len(ev["pairs"]))
+    ch.glue("h5_pairs_faster", c["faster"])
+    ch.glue("h5_pairs_same", c["same"])
+    ch.glue("h5_pairs_none", c["none"])
+    ch.glue("h5_support_from", "none" if c["support_from"] is None else str(c["support_from"]))
+    ch.glue("h5_refute_up_to", "none" if c["refute_up_to"] is None else str(c["refute_up_to"]))
+    ch.glue(
+        "h5_detectable_text",
+        "none (fewer than 5 pairs with an outcome: no count reaches the level)"
+        if c["detectable_share"] is None
+        else f"{_pct(c['detectable_share'])} of the pairs slowed",
+    )
+    ch.glue("h5_level", H5_LEVEL)
+    ch.glue("h5_power", f"{H5_POWER:.0%}")
     ch.glue("h5_reason", reason)
+    ch.glue("h5_control_verdict", cv)
+    ch.glue("h5_control_reason", creason)
+    ch.glue("h5_old_rule_verdict", old)
+    ch.glue("h5_old_rule_reason", old_reason)
+    ch.glue("h5_first_rule_verdict", first)
+    ch.glue("h5_rule_change", RULE_H5_CHANGE)
+    # the previous and the first H5 rules' verdicts: shown, not checked, because they change with the
+    # floating-point kernels at full (both are kept in the H5 evidence)
     return ch.verdict(
         "H5",
         v,
         claim="the longer a network stays collapsed, the slower or rarer its recovery",
         rule=RULE_H5,
-        evidence=ev
+        evidence={k: x for k, x in ev.items() if k != "old"}
         | {
+            "counts": c,
+            "control": {"on": H5_CONTROL_ON, "verdict": cv, "reason": creason, "counts": cc},
             "old_rule": OLD_RULE_H5,
-            "old_rule_alpha": h5["old"]["alpha"],
+            "old_rule_evidence": ev["old"],
             "old_rule_verdict": old,
+            "old_rule_reason": old_reason,
+            "first_rule": {"rule": FIRST_RULE_H5, "alpha": h5["first"]["alpha"], "verdict": first},
+            "rule_change": RULE_H5_CHANGE,
             "reason": reason,
         },
     )
