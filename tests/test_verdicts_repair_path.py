@@ -400,3 +400,193 @@ def test_h4_across_the_counts_intervals_both_outcomes():
     many = ((0.03, 0, 40), (0.1, 0, 40), (0.2, 40, 40), (0.6, 40, 40))
     res = rpv.h4_across_interval(_h4(acol=0.05, held=many))  # 0 of 40 reaches only 3; 40 of 40 only 37
     assert res["verdict"] == "supported" and res["holds"]
+
+
+# -- issue #42: the controls of H4, H7 and W1, read by the same rule as the claim ---------------------------
+def _reopen_rows(shallow=((0.46, 0.33, False), (0.45, 0.38, False)), same=(), healthy=((4.6e-4, 0.33),)):
+    """H4's control rows (:func:`reopen_control_rows`): (qk at alpha_min, qk switched, collapsed) per
+    shallower control and same-depth driver; (qk at alpha_min, qk switched) per healthy network."""
+    rows = [
+        {"seed": s, "kind": "shallower", "depth": 2, "collapsed": c, "qk_min": lo, "qk_switched": hi}
+        for s, (lo, hi, c) in enumerate(shallow)
+    ]
+    rows += [
+        {"seed": 10 + s, "kind": "same depth", "depth": 12, "collapsed": c, "qk_min": lo, "qk_switched": hi}
+        for s, (lo, hi, c) in enumerate(same)
+    ]
+    rows += [
+        {"seed": s, "kind": "healthy", "depth": 12, "collapsed": False, "qk_min": lo, "qk_switched": hi}
+        for s, (lo, hi) in enumerate(healthy)
+    ]
+    return rows
+
+
+def _h4_judge_inputs(held=((0.03, 0, 2), (0.1, 0, 2), (0.6, 2, 2))):
+    from types import SimpleNamespace
+
+    p = SimpleNamespace(
+        switch_alphas=[a for a, _, _ in held],
+        recover_window=5,
+        alpha_min=0.02,
+        ramp_start=400,
+        ramp_end=800,
+    )
+    sw = {a: {"recovered": r, "events": n} for a, r, n in held}
+    hy = [{"alpha_collapse": 0.02, "alpha_recover": 0.5, "ratio": 25.0} for _ in range(2)]
+    return p, [{"seed": 0}, {"seed": 1}], {"reopen_factor": 1e8}, hy, sw
+
+
+def test_h4_control_goes_through_verdict_h4():
+    ev = _h4()
+    rows = _reopen_rows()
+    f, n_ok, n = rpv.reopen_factor_of(rows, rpv.H4_CONTROL_KINDS)
+    assert (n_ok, n) == (2, 2) and abs(f - 0.355 / 0.455) < 1e-12
+    cev = rpv.control_evidence_h4(ev, rows)
+    assert cev["reopen_factor"] == f and cev["held"] == ev["held"]
+    assert rpv.verdict_h4(ev)[0] == "supported" and rpv.verdict_h4(cev)[0] == "refuted"  # f < 2
+    # a collapsed control leaves the factor; a same-depth driver joins it; none left: no control
+    rows = _reopen_rows(shallow=((0.46, 0.33, False), (1e-9, 0.3, True)), same=((0.2, 0.2, False),))
+    assert rpv.reopen_factor_of(rows, rpv.H4_CONTROL_KINDS)[1:] == (2, 3)
+    assert rpv.control_evidence_h4(ev, _reopen_rows(shallow=((1e-9, 0.3, True),))) is None
+    # a control whose path the switch does open goes on to the held switches, as the claim does
+    assert rpv.verdict_h4(rpv.control_evidence_h4(ev, _reopen_rows(shallow=((1e-3, 1.0, False),))))[0] == (
+        "supported"
+    )
+    assert rpv.reopen_factor_of(rows, ("healthy",))[0] == 0.33 / 4.6e-4
+
+
+def test_judge_h4_puts_its_control_beside_the_verdict():
+    from fakes import RecordingChapter
+    from rankcollapse.chapters.repair_path import report as rpr
+
+    p, events, reopening, hy, sw = _h4_judge_inputs()
+    ch = RecordingChapter()
+    reopening = rpr.record_reopen_control(ch, p, reopening, _reopen_rows())
+    assert rpv.judge_h4(ch, p, events, reopening, hy, sw) == "supported"
+    ev = ch.verdicts["H4"]["evidence"]
+    assert ev["control"]["verdict"] == "refuted" and ev["control"]["on"] == rpv.H4_CONTROL_ON
+    assert ev["control"]["reason"] == ch.glued["h4_control_reason"]
+    assert ch.glued["h4_control_verdict"] == "refuted" and len(ev["control_rows"]) == 3
+    assert abs(ch.values["h4_control_reopen_factor"] - ev["control_reopen_factor"]) < 1e-12
+    assert ev["healthy_reopen_factor"] == ch.values["h4_healthy_reopen_factor"]
+    assert ev["reopen_factor"] == 1e8  # the claim's own factor is untouched
+    # every control collapsed: the control is not run
+    ch = RecordingChapter()
+    reopening = {"reopen_factor": 1e8, "control_rows": _reopen_rows(shallow=((1e-9, 0.3, True),))}
+    rpv.judge_h4(ch, p, events, reopening, hy, sw)
+    assert ch.verdicts["H4"]["evidence"]["control"]["verdict"] == "not run"
+    # without control rows (the previous page) no control is recorded
+    ch = RecordingChapter()
+    rpv.judge_h4(ch, p, events, {"reopen_factor": 1e8}, hy, sw)
+    assert "control" not in ch.verdicts["H4"]["evidence"]
+
+
+def _h7_summary(step, losses, srank=2.5, settled=None):
+    steps = list(range(step - 10 * (len(losses) - 1), step + 1, 10))
+    return {
+        "step": step,
+        "hist": {"m_step": steps, "srank": [[srank]] * len(steps), "probe_loss": list(losses)},
+        "det": {"settled": settled},
+    }
+
+
+def _null_rows(excess, alpha=0.6):
+    return [
+        {"seed": s, "other": (s + 1) % len(excess), "alpha": alpha, "step": 100, "loss": 2.0 + (x or 0.0)}
+        | {"excess": x, "gap_healthy": None if x is None else x + 0.2}
+        for s, x in enumerate(excess)
+    ]
+
+
+def test_h7_null_control_goes_through_verdict_h7():
+    from types import SimpleNamespace
+
+    p = SimpleNamespace(h7_control_alphas=[0.6], threshold=1.5)
+    controls = {"h7": {s: {0.6: _h7_summary(100, [2.0] * 10)} for s in range(3)}}
+    nev = rpv.h7_null_evidence(p, _null_rows([0.004, -0.02, 0.008]), controls)
+    assert nev["recovered"] == 3 and [x["delay"] for x in nev["pairs"]] == [0, 0, 0]
+    v, reason = rpv.verdict_h7(nev)
+    assert v == "refuted" and "3 of 3 null pairs" in reason
+    assert rpv.verdict_h7(rpv.h7_null_evidence(p, _null_rows([0.2, 0.1, 0.3]), controls))[0] == "supported"
+    assert rpv.verdict_h7(rpv.h7_null_evidence(p, _null_rows([0.02, 0.03, 0.04]), controls))[0] == (
+        "inconclusive"
+    )
+    # a pair whose control does not reach the other's step has no excess; a collapsed control leaves both
+    # pairs it is part of
+    assert len(rpv.h7_null_evidence(p, _null_rows([0.004, None, 0.008]), controls)["pairs"]) == 2
+    controls["h7"][1][0.6] = _h7_summary(100, [2.0] * 10, srank=1.2)
+    nev = rpv.h7_null_evidence(p, _null_rows([0.004, -0.02, 0.008]), controls)
+    assert nev["recovered"] == 1 and [x["seed"] for x in nev["pairs"]] == [2]
+
+
+def test_judge_h7_puts_its_control_beside_the_verdict():
+    from types import SimpleNamespace
+
+    from fakes import RecordingChapter
+    from rankcollapse.chapters.repair_path import report as rpr
+
+    p = SimpleNamespace(h7_control_alphas=[0.6], switch_alphas=[0.3, 0.6], threshold=1.5)
+    sw = {
+        a: {
+            "rows": [
+                {
+                    "seed": s,
+                    "recovered_after": 200 if a == 0.6 else None,
+                    "control_gap": 0.15,
+                    "loss_gap": 0.3,
+                }
+                for s in range(3)
+            ]
+        }
+        for a in p.switch_alphas
+    }
+    controls = {"h7": {s: {0.6: _h7_summary(100, [2.0] * 10)} for s in range(3)}}
+    ch = RecordingChapter()
+    controls = rpr.record_h7_null(ch, p, controls, _null_rows([0.004, -0.02, 0.008]))
+    assert ch.values["h7_null_excess_median_nats"] == 0.004 and ch.glued["h7_null_n"] == "3 of 3"
+    assert rpv.judge_h7(ch, p, sw, [], controls) == "supported"
+    ev = ch.verdicts["H7"]["evidence"]
+    assert ev["control"]["verdict"] == "refuted" and ev["control"]["on"] == rpv.H7_NULL_ON
+    assert ch.glued["h7_control_verdict"] == "refuted" and len(ev["null_pairs"]) == 3
+    assert "recovered switches" in ev["reason"]  # the claim's own reason is worded as before
+    # no null pair with an excess: the control is not run
+    ch = RecordingChapter()
+    rpv.judge_h7(ch, p, sw, [], controls | {"h7_null": _null_rows([None, None])})
+    assert ch.verdicts["H7"]["evidence"]["control"]["verdict"] == "not run"
+
+
+def test_w1_rank_one_control_goes_through_verdict_w1():
+    from fakes import RecordingChapter
+    from rankcollapse.chapters.repair_path import report as rpr
+
+    kinds = rpx.WEIGHT_KINDS
+    healthy = {k: 4.0 for k in kinds} | {"token_srank": 3.5}
+    wr = {s: {"healthy": healthy} for s in (0, 1)}
+    r1 = {s: {k: 1.0 for k in kinds} | {"token_srank": 1.3} for s in (0, 1)}
+    ch = RecordingChapter()
+    weights = rpr.record_rank_one(ch, wr, r1, _w1())
+    assert weights["rank_one"] == {"w_vs_healthy": 0.25, "token_vs_healthy": 1.3 / 3.5}
+    assert rpv.judge_w1(ch, weights, {"trace_token_ratio": 0.5, "trace_weight_ratio": 0.9}) == "supported"
+    ev = ch.verdicts["W1"]["evidence"]
+    assert ev["control"]["verdict"] == "refuted" and "constructed" in ev["control"]["on"]
+    assert (
+        "rank-one weights 0.25x" in ev["control"]["reason"] and ch.glued["w1_control_verdict"] == "refuted"
+    )
+    assert ev["w_collapsed_vs_healthy"] == 0.9  # the claim reads the collapsed networks, not the control's
+    # a rank-one network whose tokens stay spread is no refutation: the same rule says inconclusive
+    cev = rpv.control_evidence_w1(_w1(), {"w_vs_healthy": 0.25, "token_vs_healthy": 0.9})
+    assert rpv.verdict_w1(cev)[0] == "inconclusive"
+    # without the rank-one ratios (the previous page) no control is recorded
+    ch = RecordingChapter()
+    rpv.judge_w1(ch, _w1(), {})
+    assert "control" not in ch.verdicts["W1"]["evidence"]
+
+
+def test_rank_one_cuts_every_block_matrix():
+    import torch
+
+    w = torch.tensor([[3.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    r = rpx.rank_one(w)
+    assert torch.linalg.matrix_rank(r) == 1 and torch.allclose(
+        r, torch.tensor([[3.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    )

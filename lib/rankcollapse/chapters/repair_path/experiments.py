@@ -14,6 +14,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
+import torch
 
 from ...core.stats import spearman
 from ...lm import gradpath as gp
@@ -232,12 +233,89 @@ def gradients_after(p, events, after: dict) -> dict:
     return out
 
 
+def reopen_control_rows(
+    p, study: StudySpec, events, drivers: dict, healthy: dict, controls: dict
+) -> list[dict]:
+    """H4's control (issue #42): the networks driven through the same ramp to the same alpha_min that did not
+    collapse, switched to the first probe alpha as the collapsed ones are: per event seed H3's shallower
+    control (``kind = "shallower"``, depth ``control_depth``) and each same-depth driver that did not settle
+    (``"same depth"``); beside them the final healthy network of each event's seed (``"healthy"``, trained
+    at alpha 1). Per network (its final state): the median-over-blocks Q/K task gradient on its seed's probe
+    batch at alpha_min (``qk_min``) and at the first probe alpha before any update (``qk_switched``), and
+    whether it collapsed (:func:`rankcollapse.repair.controls.control_collapsed`; a healthy network: no).
+
+    The healthy networks are shown, not the control: issue #42 proposed them first, but they never sat at
+    alpha_min, where a trained network of the driver's depth closes much of its own path (smoke, alpha 0:
+    median Q/K gradient 4.6e-4 and 1.9e-3 against 0.028 and 0.025 at alpha 1, seeds 0 and 1), so the switch
+    raised theirs 141-fold without any collapse."""
+    a0 = p.probe_alphas[0]
+    nets = [(e["seed"], "shallower", p.control_depth, controls["h3"][e["seed"]]) for e in events]
+    nets += [
+        (s, "same depth", p.depth, drivers[s]) for s in study.driver.seeds if drivers[s]["collapse"] is None
+    ]
+    nets += [(e["seed"], "healthy", p.depth, healthy[e["seed"]]) for e in events]
+    rows = []
+    for s, kind, depth, c in nets:
+        x, y = _probe(p, s)
+        m = tr.load_model(_final_path(c), p.alpha_min)
+        qk = {a: med(gp.block_grad_norms(m, x, y, alpha=a)["task_qk"]) for a in (p.alpha_min, a0)}
+        rows.append(
+            {
+                "seed": s,
+                "kind": kind,
+                "depth": depth,
+                "collapsed": kind != "healthy" and control_collapsed(c, p.threshold),
+                "qk_min": qk[p.alpha_min],
+                "qk_switched": qk[a0],
+            }
+        )
+    return rows
+
+
 def control_gap(b: dict, control: dict | None) -> float | None:
     """A switch branch's final probe loss minus its never-collapsed control's at the same step (None: no
     control at that alpha, or the control does not reach that step)."""
     if control is None or b["step"] not in control["hist"]["m_step"]:
         return None
     return b["final_probe"]["loss"] - at_step(control["hist"], b["step"], "probe_loss")
+
+
+def state_path(summary: dict):
+    """The saved end state of a run's summary: a driver's (``dir``) or a chain's last branch (``key``)."""
+    return _final_path(summary) if "dir" in summary else branch_path(summary)
+
+
+def h7_null_rows(p, events, controls: dict, healthy: dict) -> list[dict]:
+    """H7's null pairing (issue #42), with no collapse history: per control alpha and event seed ``s`` (in
+    order), the never-collapsed control of the next event seed ``other`` (cyclically) at the same alpha, at
+    its end (``step``), measured on seed ``s``'s probe batch in place of a recovered switch: its loss minus
+    seed ``s``'s own control's at that step (``excess``; None where that control does not reach it) and minus
+    seed ``s``'s healthy network's (``gap_healthy``; None past its end)."""
+    h7, rows = controls["h7"], []
+    seeds = [e["seed"] for e in events]
+    for a in p.h7_control_alphas:
+        have = [s for s in seeds if a in h7.get(s, {})]
+        for i, s in enumerate(have):
+            o = have[(i + 1) % len(have)]
+            if o == s:
+                continue
+            c, oc = h7[s][a], h7[o][a]
+            loss = tr.probe_measure(tr.load_model(state_path(oc), a), _probe(p, s), all_blocks=False)["loss"]
+            t, hh = oc["step"], healthy[s]["hist"]
+            rows.append(
+                {
+                    "seed": s,
+                    "other": o,
+                    "alpha": a,
+                    "step": t,
+                    "loss": loss,
+                    "excess": loss - at_step(c["hist"], t, "probe_loss")
+                    if t in c["hist"]["m_step"]
+                    else None,
+                    "gap_healthy": loss - at_step(hh, t, "probe_loss") if t in hh["m_step"] else None,
+                }
+            )
+    return rows
 
 
 def summarise_switches(p, events, hold, healthy, controls: dict | None = None) -> dict:
@@ -552,6 +630,39 @@ def weight_rank_table(p, study: StudySpec, events, drivers, healthy) -> dict:
             ws = gp.weight_sranks(m)
             r[name] = {k: float(np.median(v)) for k, v in ws.items()}
             r[name]["token_srank"] = float(tr.probe_measure(m, probe, all_blocks=False)["srank"][-1])
+        out[s] = r
+    return out
+
+
+def rank_one(w):
+    """The best rank-one approximation of a matrix (the leading term of its SVD)."""
+    u, sv, vh = torch.linalg.svd(w, full_matrices=False)
+    return sv[0] * torch.outer(u[:, 0], vh[0])
+
+
+def rank_one_table(p, events, healthy) -> dict:
+    """W1's constructed positive control (issue #42): per event seed, the final healthy network with every
+    weight matrix of every block (the query, key and value rows of the attention input each, the attention
+    output, the MLP's input and output) cut to rank one by its SVD (:func:`rank_one`; biases, embeddings,
+    LayerNorms and head kept), at alpha = 1: each weight kind's stable rank (median over blocks) and the last
+    block's token srank on the probe batch, measured as :func:`weight_rank_table` measures.
+
+    The MLP's matrices are cut too: with the attention's alone (query, key, value and output) the smoke
+    networks' tokens stayed spread at alpha 1 (last-block token srank 0.74 and 0.82 of the healthy one's,
+    seeds 0 and 1, native kernels), which would make no case of a token collapse at all."""
+    out = {}
+    for e in events:
+        s = e["seed"]
+        m = tr.load_model(_final_path(healthy[s]), 1.0)
+        d = m.cfg.d_model
+        with torch.no_grad():
+            for b in m.blocks:
+                for i in range(3):
+                    b.qkv.weight[i * d : (i + 1) * d] = rank_one(b.qkv.weight[i * d : (i + 1) * d])
+                for lin in (b.proj, b.fc, b.out):
+                    lin.weight.copy_(rank_one(lin.weight))
+        r = {k: float(np.median(v)) for k, v in gp.weight_sranks(m).items()}
+        r["token_srank"] = float(tr.probe_measure(m, _probe(p, s), all_blocks=False)["srank"][-1])
         out[s] = r
     return out
 

@@ -24,6 +24,7 @@ from .experiments import (
 )
 from .verdicts import (
     FADE_MARGIN,
+    H4_CONTROL_KINDS,
     HINGE_FADE,
     OPEN_GROUPS,
     OPEN_LABEL,
@@ -33,8 +34,10 @@ from .verdicts import (
     fade_of,
     h5_margin,
     h5_outcome,
+    h7_null_evidence,
     h7_pairs,
     open_baseline,
+    reopen_factor_of,
 )
 
 # the paper's numbers this page quotes (depth 12): Figure 2's gradient norms at the collapse, and Figure 6's
@@ -264,6 +267,39 @@ def table_reopening(p, at_collapse: dict, reopening: dict) -> str:
         [[f"{p.alpha_min} (collapsed)", f"{at_collapse['qk_collapsed']:.2e}", "–"]]
         + [[a, f"{reopen[a]:.2e}", f"{later[a]:.2e}"] for a in p.probe_alphas],
     )
+
+
+def record_reopen_control(ch, p, reopening: dict, rows: list[dict]) -> dict:
+    """Record H4's control (:func:`reopen_control_rows`): the reopening factor of the networks that reached
+    alpha_min uncollapsed (read against H4's 2 and 5), and beside it the healthy networks'; glue how many
+    networks it reads and each factor. Returns ``reopening`` with the rows (``control_rows``), which the H4
+    verdict reads."""
+    f, n_ok, n = reopen_factor_of(rows, H4_CONTROL_KINDS)
+    fh, _, _ = reopen_factor_of(rows, ("healthy",))
+    checks.against(
+        ch,
+        "h4_control_reopen_factor",
+        float("nan") if f is None else f,
+        limits=(2, 5),
+        rtol=0.5,
+        glue=False,
+        note="H4's control: median Q/K gradient at the first probe alpha / at alpha_min over the networks "
+        "that reached alpha_min uncollapsed (no update); trained",
+    )
+    ch.value(
+        "h4_healthy_reopen_factor",
+        fh,
+        rtol=1.0,
+        glue=False,
+        note="the same on the healthy networks (trained at alpha 1); order of magnitude",
+    )
+    depths = _fmt_list(sorted({f"depth {r['depth']}" for r in rows if r["kind"] in H4_CONTROL_KINDS}))
+    ch.glue("h4_control_n", f"{n_ok} of {n} ({depths})")
+    ch.glue("h4_control_factor_text", "not measured (none stayed uncollapsed)" if f is None else f"{f:.3g}")
+    ch.glue("h4_healthy_factor_text", f"{fh:.3g}")
+    lo = [r["qk_min"] for r in rows if r["kind"] == "healthy"]
+    ch.glue("h4_healthy_qk_min_text", _fmt_list(f"{x:.1e}" for x in lo))
+    return reopening | {"control_rows": rows}
 
 
 def record_switches(ch, p, sw: dict) -> None:
@@ -605,6 +641,29 @@ def table_h7(ev: dict) -> str:
             for x in ev["pairs"]
         ],
     )
+
+
+def record_h7_null(ch, p, controls: dict, rows: list[dict]) -> dict:
+    """Record H7's control, the null pairing (:func:`h7_null_rows`, judged as :func:`h7_null_evidence`
+    keeps it): the median excess of another seed's never-collapsed network over this seed's control (read
+    against H7's 0.01 and 0.05 nats); glue it, its range and the pairs' count. Returns ``controls`` with the
+    rows (``h7_null``), which the H7 verdict reads."""
+    ev = h7_null_evidence(p, rows, controls)
+    ex = [x["excess"] for x in ev["pairs"]]
+    checks.against(
+        ch,
+        "h7_null_excess_median_nats",
+        float(np.median(ex)) if ex else float("nan"),
+        limits=(0.01, 0.05),
+        atol=0.15,
+        glue=False,
+        note="nats: H7's control, median over the null pairs of another seed's never-collapsed network's "
+        "loss minus this seed's control's, same alpha and step, same probe batch; trained",
+    )
+    ch.glue("h7_null_excess_median", "none" if not ex else f"{float(np.median(ex)):.3f}")
+    ch.glue("h7_null_range", "none" if not ex else f"{min(ex):.3f} to {max(ex):.3f}")
+    ch.glue("h7_null_n", f"{len(ex)} of {len(rows)}")
+    return controls | {"h7_null": rows}
 
 
 def record_hysteresis(ch, p, events: list[dict], drivers: dict, hy: list[dict]) -> None:
@@ -1141,6 +1200,40 @@ def table_weight_ranks(wr: dict) -> str:
             for st in ("init", "collapsed", "healthy")
         ],
     )
+
+
+def record_rank_one(ch, wr: dict, r1: dict, weights: dict) -> dict:
+    """Record W1's constructed control (:func:`rank_one_table`): per seed the rank-one networks' stable
+    ranks, and their median ratios to the healthy networks' (weights over kinds and seeds, read against W1's
+    0.5; last-block token srank over seeds, read against its 0.7). Returns ``weights`` with those ratios
+    (``rank_one``), which the W1 verdict reads."""
+    ch.value(
+        "w1_rank_one_srank",
+        {str(s): v for s, v in r1.items()},
+        rtol=0.3,
+        glue=False,
+        note="the healthy networks with every block matrix cut to rank one: weight stable ranks (median "
+        "over blocks) and last-block token srank; trained",
+    )
+    w = float(np.median([r1[s][k] / wr[s]["healthy"][k] for s in r1 for k in WEIGHT_KINDS]))
+    t = float(np.median([r1[s]["token_srank"] / wr[s]["healthy"]["token_srank"] for s in r1]))
+    checks.against(
+        ch,
+        "w1_rank_one_w_vs_healthy",
+        w,
+        limits=(0.5,),
+        rtol=0.3,
+        note="median ratio of weight stable ranks",
+    )
+    checks.against(
+        ch,
+        "w1_rank_one_token_vs_healthy",
+        t,
+        limits=(0.7,),
+        rtol=0.3,
+        note="ratio of last-block token sranks",
+    )
+    return weights | {"rank_one": {"w_vs_healthy": w, "token_vs_healthy": t}}
 
 
 def record_trace(ch, p, ts: dict) -> dict:

@@ -286,6 +286,36 @@ def verdict_h4(ev: dict) -> tuple[str, str]:
     return "inconclusive", f"recovery neither near nor far above the collapse scale: {text}"
 
 
+H4_CONTROL_KINDS = ("shallower", "same depth")  # reopen_control_rows' kinds that reach alpha_min
+H4_CONTROL_ON = (
+    "the networks driven through the same ramp to the same alpha_min that did not collapse (H3's shallower "
+    "Q/K controls and the same-depth drivers that did not settle), switched to the first probe alpha: their "
+    "reopening factor in place of the collapsed networks' (the held switches, which only a collapsed "
+    "network has, unchanged)"
+)
+
+
+def reopen_factor_of(rows: list[dict], kinds) -> tuple[float | None, int, int]:
+    """The reopening factor of :data:`RULE_H4` over the uncollapsed networks of ``kinds`` among ``rows``
+    (:func:`reopen_control_rows`): the median Q/K task gradient right after the switch to the first probe
+    alpha over the median at alpha_min; with (uncollapsed, all) counts. None: no uncollapsed network."""
+    rows_k = [r for r in rows if r["kind"] in kinds]
+    ok = [r for r in rows_k if not r["collapsed"]]
+    if not ok:
+        return None, 0, len(rows_k)
+    lo = float(np.median([r["qk_min"] for r in ok]))
+    hi = float(np.median([r["qk_switched"] for r in ok]))
+    return (hi / lo if lo > 0 else float("inf")), len(ok), len(rows_k)
+
+
+def control_evidence_h4(ev: dict, rows: list[dict]) -> dict | None:
+    """The evidence of H4's control (:data:`H4_CONTROL_ON`): ``ev`` with the reopening factor of the
+    networks that reached alpha_min uncollapsed (:func:`reopen_factor_of`, kinds :data:`H4_CONTROL_KINDS`)
+    in the collapsed networks' place. None without such a network."""
+    f, _, _ = reopen_factor_of(rows, H4_CONTROL_KINDS)
+    return None if f is None else ev | {"reopen_factor": f}
+
+
 def old_verdict_h4(ev: dict) -> str:
     """The previous H4 rule (:data:`OLD_RULE_H4`) on ``reopen_factor``, ``ratios`` (the reversed ramp's
     recovery alpha over the alpha of collapse, per recovered event) and ``events``: the ramp's recovery alpha
@@ -575,9 +605,10 @@ def verdict_h7(ev: dict) -> tuple[str, str]:
         )
     m = float(np.median(ex))
     gh = float(np.median([x["gap_healthy"] for x in ev["pairs"]]))
+    who = ev.get("judged", "recovered switches")
     text = (
         f"median excess over the control held at the same alpha {m:.3f} nats (range {min(ex):.3f} to "
-        f"{max(ex):.3f}) over {len(ex)} of {ev['recovered']} recovered switches at alpha {al}; against the "
+        f"{max(ex):.3f}) over {len(ex)} of {ev['recovered']} {who} at alpha {al}; against the "
         f"healthy network {gh:.3f}"
     )
     if m > H7_SUPPORT:
@@ -595,6 +626,31 @@ def old_verdict_h7(gaps: list[float]) -> str:
     return "supported" if g > 0.05 else "refuted" if g < 0.01 else "inconclusive"
 
 
+H7_NULL_ON = (
+    "a null pairing with no collapse history: per control alpha and event seed, the never-collapsed control "
+    "of the next event seed (cyclically) at the same alpha, at its end and on this seed's probe batch, in "
+    "place of a recovered switch, against this seed's own control at the same step"
+)
+H7_NULL_JUDGED = "null pairs (another seed's never-collapsed network against this seed's control)"
+
+W1_CONTROL_ON = (
+    "a constructed positive control: the healthy network of each event's seed with every weight matrix of "
+    "every block cut to rank one by its SVD, at alpha 1, in the collapsed network's place, measured the "
+    "same way"
+)
+
+
+def control_evidence_w1(ev: dict, rank_one: dict) -> dict:
+    """The evidence of W1's control (:data:`W1_CONTROL_ON`): ``ev`` with the rank-one networks' ratios to
+    the healthy ones (``rank_one``: ``w_vs_healthy``, ``token_vs_healthy``, :func:`record_rank_one`) in the
+    collapsed networks' place."""
+    return ev | {
+        "w_collapsed_vs_healthy": rank_one["w_vs_healthy"],
+        "token_collapsed_vs_healthy": rank_one["token_vs_healthy"],
+        "judged": "rank-one",
+    }
+
+
 RULE_W1 = (
     "supported if training lowers the healthy network's weight stable rank below 0.7 of initial (median "
     "over matrices) while the collapsed network's token srank is below 0.7 of the healthy one's but its "
@@ -607,9 +663,10 @@ RULE_W1 = (
 def verdict_w1(ev: dict) -> tuple[str, str]:
     """W1 from the ratios of :func:`record_weight_ranks`."""
     wi, wc, tc = ev["w_healthy_vs_init"], ev["w_collapsed_vs_healthy"], ev["token_collapsed_vs_healthy"]
+    who = ev.get("judged", "collapsed")
     text = (
-        f"healthy weights at {wi:.2f} of their initial stable rank; collapsed weights {wc:.2f}x the healthy "
-        f"ones' while the collapsed tokens' srank is {tc:.2f} of the healthy ones'"
+        f"healthy weights at {wi:.2f} of their initial stable rank; {who} weights {wc:.2f}x the healthy "
+        f"ones' while the {who} tokens' srank is {tc:.2f} of the healthy ones'"
     )
     if wi < 0.7 and tc < 0.7 and 0.5 <= wc <= 2.0:
         return "supported", f"the token rank collapses while the weight rank does not: {text}"
@@ -701,7 +758,8 @@ def judge_h3(ch, at_collapse: dict, ctl: list[dict], open_rows: list[dict]) -> s
 def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dict) -> str:
     """H4 (:func:`verdict_h4`) on the reopening factor, the drivers' alpha at first crossing and the held
     switches; the reversed ramp's recovery alphas ride along, and the previous rule's verdict
-    (:func:`old_verdict_h4`) is recorded beside."""
+    (:func:`old_verdict_h4`) is recorded beside; beside its control (:func:`h4_control`) where ``reopening``
+    carries ``control_rows`` (:func:`record_reopen_control`)."""
     acol = float(np.median([h["alpha_collapse"] for h in hy]))
     ev = {
         "reopen_factor": reopening["reopen_factor"],
@@ -719,14 +777,38 @@ def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dic
     ch.glue("h4_reason", reason)
     across = h4_across_interval(ev)
     ch.glue("h4_interval", checks.interval_text(across))
+    ctl = h4_control(ch, ev, reopening.get("control_rows"))
     return ch.verdict(
         "H4",
         v,
         claim="restoring the skip reopens the path at once; rank recovers only far above the collapse scale",
         rule=RULE_H4,
         evidence=ev
-        | {"old_rule": OLD_RULE_H4, "old_rule_verdict": old, "reason": reason, "across_interval": across},
+        | {"old_rule": OLD_RULE_H4, "old_rule_verdict": old, "reason": reason, "across_interval": across}
+        | ctl,
     )
+
+
+def h4_control(ch, ev: dict, rows: list[dict] | None) -> dict:
+    """H4's control (:func:`control_evidence_h4` on :func:`reopen_control_rows`' ``rows``) judged by
+    :func:`verdict_h4`, glued (``h4_control_verdict``, ``h4_control_reason``) and returned as evidence
+    (``control``; the networks' gradients and the healthy networks' reopening factor beside). Empty without
+    ``rows``."""
+    if rows is None:
+        return {}
+    cev = control_evidence_h4(ev, rows)
+    if cev is None:
+        cv, creason = "not run", "no network reached alpha_min uncollapsed"
+    else:
+        cv, creason = verdict_h4(cev)
+    ch.glue("h4_control_verdict", cv)
+    ch.glue("h4_control_reason", creason)
+    return {
+        "control": {"on": H4_CONTROL_ON, "verdict": cv, "reason": creason},
+        "control_rows": rows,
+        "control_reopen_factor": None if cev is None else cev["reopen_factor"],
+        "healthy_reopen_factor": reopen_factor_of(rows, ("healthy",))[0],
+    }
 
 
 def h4_across_interval(ev: dict) -> dict:
@@ -803,9 +885,31 @@ def h7_pairs(p, sw: dict, rows: list[dict], controls: dict) -> dict:
     }
 
 
+def h7_null_evidence(p, null_rows: list[dict], controls: dict) -> dict:
+    """The evidence of H7's control (:data:`H7_NULL_ON`) in :func:`verdict_h7`'s form: the null pairs of
+    :func:`h7_null_rows` whose two controls stayed uncollapsed (:func:`h7_control_collapsed`, as for the
+    recovered switches) and with an ``excess`` (``recovered``: the pairs of two uncollapsed controls)."""
+    h7 = controls["h7"]
+    bad = {(s, a) for s, by in h7.items() for a, c in by.items() if h7_control_collapsed(p, c, a)}
+    ok = [r for r in null_rows if (r["seed"], r["alpha"]) not in bad and (r["other"], r["alpha"]) not in bad]
+    pairs = [
+        {k: r[k] for k in ("seed", "other", "alpha", "step", "excess", "gap_healthy")} | {"delay": 0}
+        for r in ok
+        if r["excess"] is not None and r["gap_healthy"] is not None
+    ]
+    return {
+        "alphas": list(p.h7_control_alphas),
+        "pairs": pairs,
+        "recovered": len(ok),
+        "judged": H7_NULL_JUDGED,
+    }
+
+
 def judge_h7(ch, p, sw: dict, rows: list[dict], controls: dict) -> str:
     """H7 (:func:`verdict_h7`) on :func:`h7_pairs`; the previous rule's verdict (:func:`old_verdict_h7`, the
-    gap to the healthy network over every recovered branch) recorded beside."""
+    gap to the healthy network over every recovered branch) recorded beside; beside its control where
+    ``controls`` carries the null pairing (``h7_null``, :func:`record_h7_null`): the same rule on
+    :func:`h7_null_evidence`."""
     ev = h7_pairs(p, sw, rows, controls)
     v, reason = verdict_h7(ev)
     old = old_verdict_h7(ev["old_gaps"])
@@ -813,12 +917,21 @@ def judge_h7(ch, p, sw: dict, rows: list[dict], controls: dict) -> str:
         "h7_old_rule_verdict", old, note="the previous H7 rule (gap to the healthy network) on the same runs"
     )
     ch.glue("h7_reason", reason)
+    ctl = {}
+    if controls.get("h7_null") is not None:  # the null pairing (h7_null_rows), judged by the same rule
+        nev = h7_null_evidence(p, controls["h7_null"], controls)
+        cv, creason = (
+            verdict_h7(nev) if nev["pairs"] else ("not run", "no null pair has two uncollapsed controls")
+        )
+        ch.glue("h7_control_verdict", cv)
+        ch.glue("h7_control_reason", creason)
+        ctl = {"control": {"on": H7_NULL_ON, "verdict": cv, "reason": creason}, "null_pairs": nev["pairs"]}
     return ch.verdict(
         "H7",
         v,
         claim="the loss stays above a healthy network's after the rank recovers",
         rule=RULE_H7,
-        evidence=ev | {"old_rule": OLD_RULE_H7, "old_rule_verdict": old, "reason": reason},
+        evidence=ev | {"old_rule": OLD_RULE_H7, "old_rule_verdict": old, "reason": reason} | ctl,
     )
 
 
@@ -918,14 +1031,25 @@ def judge_h5(ch, h5: dict) -> str:
 
 
 def judge_w1(ch, weights: dict, trace_ratios: dict) -> str:
-    """W1 (:func:`verdict_w1`) on :func:`record_weight_ranks`' ratios, with :func:`record_trace`'s beside."""
-    ev = {**weights, **trace_ratios}
+    """W1 (:func:`verdict_w1`) on :func:`record_weight_ranks`' ratios, with :func:`record_trace`'s beside;
+    beside its control where ``weights`` carries the rank-one networks' ratios (``rank_one``,
+    :func:`record_rank_one`): the same rule with them in the collapsed networks' place."""
+    ev = {k: x for k, x in {**weights, **trace_ratios}.items() if k != "rank_one"}
     v, reason = verdict_w1(ev)
     ch.glue("w1_reason", reason)
+    ctl = {}
+    if weights.get("rank_one") is not None:  # the constructed positive control (record_rank_one)
+        cv, creason = verdict_w1(control_evidence_w1(ev, weights["rank_one"]))
+        ch.glue("w1_control_verdict", cv)
+        ch.glue("w1_control_reason", creason)
+        ctl = {
+            "control": {"on": W1_CONTROL_ON, "verdict": cv, "reason": creason},
+            "rank_one": weights["rank_one"],
+        }
     return ch.verdict(
         "W1",
         v,
         claim="weight-matrix rank collapse and token rank collapse are different phenomena",
         rule=RULE_W1,
-        evidence=ev | {"reason": reason},
+        evidence=ev | {"reason": reason} | ctl,
     )
