@@ -144,6 +144,62 @@ def test_penalty_force_vanishes_hinge_stays():
     assert f["Q"][-1] == pytest.approx(1e-4, rel=0.1)  # Q is delta up to the part of E along a
 
 
+def test_line_starts_at_the_collapse_and_the_random_direction_has_the_lines_length():
+    from rankcollapse.chapters.repair_treatments import experiments as ex
+
+    a = ex.params_of(build_model(TINY, 0))
+    b = ex.params_of(build_model(TINY, 1))
+    delta = ex.difference(b, a)
+    assert all(torch.equal(ex.line_point(a, delta, 0.0)[k], a[k]) for k in a)  # t = 0: the collapse
+    end = ex.line_point(a, delta, 1.0)
+    assert all(torch.allclose(end[k], b[k], atol=1e-6) for k in a)  # t = 1: the healthy network
+    dist = ex.norm_of(delta)
+    r = ex.random_direction(a, dist, seed=7)
+    assert ex.norm_of(r) == pytest.approx(dist, rel=1e-6)  # the same length, over all parameters
+    assert r.keys() == a.keys() and all(r[k].shape == a[k].shape and r[k].dtype == a[k].dtype for k in a)
+    again = ex.random_direction(a, dist, seed=7)
+    assert all(torch.equal(r[k], again[k]) for k in a)  # fixed seed, fixed direction
+    other = ex.random_direction(a, dist, seed=8)
+    assert not torch.equal(r["head.weight"], other["head.weight"])
+    half = ex.line_point(a, r, 0.5)
+    assert ex.norm_of(ex.difference(half, a)) == pytest.approx(dist / 2, rel=1e-5)
+
+
+def test_rho_at_is_the_training_loops_rho():
+    from rankcollapse.chapters.repair_treatments import experiments as ex
+
+    term = tr.Term("hinge", 0.3, 2.0)
+    spec = tiny_spec(alpha_knots=((0, 0.02),), term=term)
+    st = tr.new_state(spec)
+    m = build_model(TINY, spec.seed)
+    m.load_state_dict(st.model.state_dict())
+    m.alpha = 0.02
+    tr.train(spec, st, 1)  # rho of step 0, recorded before its update
+    batch = lm.corpus().batch(spec.seed, 0, spec.batch, TINY.ctx)
+    rho, task = ex.rho_at(m, [batch], {"hinge-1x": term})
+    assert rho["hinge-1x"][0] == pytest.approx(st.hist["rho"][0], rel=1e-5)
+    assert task[0] == pytest.approx(st.hist["g_task"][0], rel=1e-5)
+
+
+def test_line_summary_takes_median_range_and_end_over_start():
+    from rankcollapse.chapters.repair_treatments import experiments as ex
+
+    ev = [
+        {
+            "line": {"p": [1.0, 2.0, 4.0], "task": [1.0, 1.0, 1.0]},
+            "random": {"p": [1.0, 1.0, 1.0], "task": [1.0] * 3},
+        },
+        {
+            "line": {"p": [2.0, 2.0, 1.0], "task": [2.0, 2.0, 4.0]},
+            "random": {"p": [2.0, 3.0, 2.0], "task": [1.0] * 3},
+        },
+    ]
+    s = ex.line_summary({"t": [0, 0.5, 1], "terms": ["p"], "events": ev})
+    assert s["line"]["p"]["low"] == [1.0, 2.0, 1.0] and s["line"]["p"]["high"] == [2.0, 2.0, 4.0]
+    assert s["line"]["p"]["factors"] == [4.0, 0.5] and s["line"]["p"]["factor"] == pytest.approx(2.25)
+    assert s["random"]["p"]["factor"] == 1.0 and s["line"]["task"]["factors"] == [1.0, 2.0]
+
+
 # -- training, saved states, resume -----------------------------------------------------------------
 def test_training_records_clipping_and_measurements():
     spec = tiny_spec()

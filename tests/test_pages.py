@@ -256,3 +256,19 @@ def test_papers_page_labels_the_reopening_factor_and_shows_figures_4_5_7_8():
     rows = [(16.0, {"final_srank": x}) for x in (1.2, 1.5, 2.0, 2.5)] + [(32.0, {"final_srank": 1.1})]
     txt = within_multiplier_spearman(rows, [1e-3, 2e-3, 3e-3, 4e-3, 1e-4])
     assert "×16 1.00 (4 collapsed)" in txt and "×32 – (1 collapsed)" in txt
+
+
+def test_papers_row_of_figure_6_middle_reads_the_line_beside_the_random_direction():
+    """Figure 6 middle states no number in the paper: the row shows this build's change factors and
+    readings, with no ratio."""
+    from rankcollapse.book import papers
+
+    pn = next(pn for pn in papers.NUMBERS if pn.source == "Hofmann Fig. 6, middle")
+    assert pn.paper_value is None and pn.ours({}) is None
+    vals = {
+        "f6m_factor": {"value": {"line": {"hinge-1x": 0.03}, "random": {"hinge-1x": 1.3}}},
+        "f6m_reading": {"value": {"hinge-1x": {"line": "falls", "random": "stays within a factor 2"}}},
+    }
+    text, num = pn.ours(vals)
+    assert num is None and text.startswith("hinge-1x: ×0.03 falls towards healthy, ×1.3 stays within")
+    assert dict((p.what, r) for p, _, r in papers.rows("repair-treatments", vals))[pn.what] == "–"

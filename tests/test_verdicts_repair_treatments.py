@@ -332,3 +332,24 @@ def test_judge_h2_records_the_control_beside_the_verdict_and_the_earlier_rules()
         and "seeds 1 at 1.34" in ch.glued["h2_literal_excluded"]
     )
     assert "supported at up to 2 recoveries, refuted from 12" in ch.glued["h2_power"]
+
+
+def test_figure_6_middle_reading_reaches_every_word_and_both_comparisons():
+    assert trt.shape_word(2.01) == "rises" and trt.shape_word(0.49) == "falls"
+    assert trt.shape_word(2.0).startswith("stays") and trt.shape_word(0.5).startswith("stays")
+    r = trt.read_line({"line": {"a": 0.1, "b": 1.2, "c": 5.0}, "random": {"a": 1.0, "b": 0.9, "c": 0.3}})
+    assert r["a"] == {"line": "falls", "random": "stays within a factor 2", "differs": True}
+    assert r["b"]["differs"] is False and r["b"]["line"] == r["b"]["random"]
+    assert r["c"] == {"line": "rises", "random": "falls", "differs": True}
+    text = report.line_text(
+        {
+            lab: {t: {"factor": f, "factors": [f, f]} for t, f in fs.items()}
+            for lab, fs in {"line": {"a": 0.1, "b": 1.2}, "random": {"a": 1.0, "b": 0.9}}.items()
+        },
+        {k: r[k] for k in ("a", "b")},
+    )
+    assert "otherwise than the random direction for 1 of 2 terms (a)" in text
+    same = report.line_text(
+        {lab: {"b": {"factor": 1.0, "factors": [1.0]}} for lab in ("line", "random")}, {"b": r["b"]}
+    )
+    assert same.endswith("reads as the random direction does for each of the 1 terms")

@@ -175,6 +175,27 @@ def open_fade(values) -> Ours | None:
     return (f"{x:.3g}{tail}", None)
 
 
+def line_factors(values) -> Ours | None:
+    """Figure 6 middle: per 1x term, rho at the healthy end of the line over rho at the collapse, beside the
+    same along a random direction of the same length (repair-treatments' ``f6m_factor``, medians over
+    events), with the chapter's reading of each."""
+    fac, rd = _v(values, "f6m_factor") or {}, _v(values, "f6m_reading") or {}
+    line, rand = fac.get("line") or {}, fac.get("random") or {}
+    terms = [t for t in line if _num(line[t]) and _num(rand.get(t))]
+    if not terms:
+        return None
+
+    def word(t, lab):
+        w = (rd.get(t) or {}).get(lab)
+        return f" {w}" if isinstance(w, str) else ""
+
+    parts = [
+        f"{t}: ×{line[t]:.3g}{word(t, 'line')} towards healthy, ×{rand[t]:.3g}{word(t, 'random')} at random"
+        for t in terms
+    ]
+    return ("; ".join(parts) + " (ρ at t = 1 over t = 0, medians over events)", None)
+
+
 COLLAPSE_SRANK = 1.5  # the specification's collapse threshold on the last block's srank
 
 
@@ -504,6 +525,16 @@ NUMBERS: list[PaperNumber] = [
         0.022,
         scalar("synth_hinge"),
         "another normalisation of the synthetic X: what compares is that it does not vanish",
+    ),
+    PaperNumber(
+        "repair-treatments",
+        "Hofmann Fig. 6, middle",
+        "ρ along the line from the collapse to the healthy network, beside a random direction",
+        "drawn, not stated in words",
+        None,
+        line_factors,
+        LM + "; the healthy network's saved end state, not its state at the collapse's step; α held at "
+        "α_min along the line",
     ),
     PaperNumber(
         "repair-treatments",

@@ -1,4 +1,5 @@
-"""Chapter `repair-treatments`: every loss term from each saved collapse (Figure 1, Table 2, Figure 6 left).
+"""Chapter `repair-treatments`: every loss term from each saved collapse (Figure 1, Table 2, Figure 6 left
+and middle).
 
 The saved collapses come from :func:`rankcollapse.repair.drivers.main_runs` (train-or-load by content key,
 the same runs ``repair-driver`` asks for), never from another chapter's output folder. The page makes the
@@ -16,12 +17,25 @@ from ...book.params import Param, ParameterError, Schema, require_distinct
 from ...book.repair_params import DRIVER_PARAMS, RECOVERY_PARAMS, validate_driver
 from ...repair.spec import CALIB_STEPS
 from ...repair.treatments import TREATMENTS
-from .experiments import at_switch, loglog_slope, loss_terms, run_branches, summarise, synthetic_force
-from .figures import fig_after_switch, fig_rho, fig_synthetic
+from .experiments import (
+    at_switch,
+    line_point,
+    line_summary,
+    loglog_slope,
+    loss_terms,
+    random_direction,
+    rho_along_line,
+    run_branches,
+    summarise,
+    synthetic_force,
+)
+from .figures import fig_after_switch, fig_line, fig_rho, fig_synthetic
 from .report import (
     glue_paper,
+    line_text,
     literal_position,
     record_events,
+    record_line,
     record_recovery,
     record_synthetic,
     record_table2,
@@ -32,6 +46,7 @@ from .report import (
 )
 from .verdicts import (
     H2_MAX_RATE,
+    RULE_F6M,
     RULE_H2,
     RULE_H2_CHANGE,
     RULE_H2_FISHER,
@@ -45,6 +60,8 @@ from .verdicts import (
     judge_h2,
     min_significant,
     rate_bounds,
+    read_line,
+    shape_word,
     verdict_h2,
     verdict_h2_fisher,
     verdict_h2_zero,
@@ -52,6 +69,7 @@ from .verdicts import (
 
 __all__ = [
     "H2_MAX_RATE",
+    "RULE_F6M",
     "RULE_H2",
     "RULE_H2_CHANGE",
     "RULE_H2_FISHER",
@@ -63,23 +81,32 @@ __all__ = [
     "detectable_rate",
     "at_switch",
     "fig_after_switch",
+    "fig_line",
     "fig_rho",
     "fig_synthetic",
     "fisher_greater",
     "glue_paper",
     "h2_evidence",
     "judge_h2",
+    "line_point",
+    "line_summary",
+    "line_text",
     "literal_position",
     "loglog_slope",
     "loss_terms",
     "min_significant",
+    "random_direction",
     "rate_bounds",
+    "read_line",
     "record_events",
+    "record_line",
     "record_recovery",
     "record_synthetic",
     "record_table2",
     "record_term_recoveries",
+    "rho_along_line",
     "run_branches",
+    "shape_word",
     "summarise",
     "synthetic_force",
     "table_loss_gap",

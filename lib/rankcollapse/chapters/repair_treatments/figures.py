@@ -101,3 +101,31 @@ def fig_synthetic(force: dict):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def fig_line(line: dict, summary: dict):
+    """Figure 6 middle: rho of each 1x term (one panel each, at most two to a row) against t, from the saved
+    collapse (t = 0) towards the healthy network of the same seed (t = 1), and the same distance along a
+    random direction; lines the median over events, bands their range."""
+    from ...book.panels import grid
+
+    terms = line["terms"]
+    fig, axs = grid(len(terms), panel_w=3.6, panel_h=2.9)
+    t = line["t"]
+    for ax, term in zip(axs, terms):
+        for label, color, ls, name in (
+            ("line", "C0", "-", "towards healthy"),
+            ("random", "C3", "--", "random direction"),
+        ):
+            s = summary[label][term]
+            ax.plot(t, s["median"], ls, color=color, marker="o", ms=3, lw=1.2, label=name)
+            ax.fill_between(t, s["low"], s["high"], color=color, alpha=0.18, lw=0)
+        ax.set_yscale("log")
+        ax.set_title(term, fontsize=9)
+        ax.set_xlabel("t (fraction of |θ_h − θ_c|)", fontsize=8)
+        ax.tick_params(labelsize=8)
+    for ax in axs[:: min(2, len(axs))]:
+        ax.set_ylabel("ρ = |∇ added| / |∇ task|", fontsize=8)
+    axs[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -14,8 +14,8 @@ from ...book import checks
 from ...book.html_tables import html_table
 from ...repair.spec import StudySpec
 from ...repair.treatments import branch_spec
-from .experiments import loglog_slope, loss_terms
-from .verdicts import CALIB_CHECK, literal_events
+from .experiments import LINE_BATCHES, loglog_slope, loss_terms
+from .verdicts import CALIB_CHECK, F6M_FACTOR, RULE_F6M, literal_events, read_line
 
 # the paper's Table 2 (median, range low, range high, clip fraction) and its outcome: 0/8 recovered for terms
 PAPER_TABLE2 = {
@@ -399,3 +399,111 @@ def record_synthetic(ch, force: dict) -> None:
     ch.value("synth_hinge", force["hinge"][-1], rtol=1e-6, note="float64")
     ch.glue("d_hi", force["delta"][0])
     ch.glue("d_lo", force["delta"][-1])
+
+
+# -- Figure 6 middle ----------------------------------------------------------------------------------------
+T0_CHECK = 0.01  # rho at t = 0 on the first batch must equal the branch's first recorded rho within this
+
+
+def line_text(summary: dict, reading: dict) -> str:
+    """:data:`RULE_F6M`'s readings as a phrase for the page: per term, along each direction, the reading with
+    its median change factor and the events' range; then the terms where the line differs from the random
+    direction."""
+
+    def one(label, t):
+        s = summary[label][t]
+        lo, hi = min(s["factors"]), max(s["factors"])
+        return f"{reading[t][label]} (×{s['factor']:.3g}; events ×{lo:.3g} to ×{hi:.3g})"
+
+    parts = [
+        f"{t}: towards the healthy network {one('line', t)}, along the random direction {one('random', t)}"
+        for t in reading
+    ]
+    diff = [t for t in reading if reading[t]["differs"]]
+    tail = (
+        f"the line reads otherwise than the random direction for {len(diff)} of {len(reading)} terms ("
+        + ", ".join(diff)
+        + ")"
+        if diff
+        else f"the line reads as the random direction does for each of the {len(reading)} terms"
+    )
+    return "; ".join(parts) + "; " + tail
+
+
+def record_line(ch, p, line: dict, summary: dict, branches: dict) -> dict:
+    """Record Figure 6 middle: rho along the line and the random direction (median over events per t, read
+    in decades), each event's change factor rho(1) / rho(0) (read against :data:`F6M_FACTOR` and its
+    inverse by :data:`RULE_F6M`), the readings, the distances, and the check that rho at t = 0 on the first
+    batch is the branch's first recorded rho (the same measurement as Table 2). Glues the readings as a
+    phrase (``f6m_reading``), the rule, the grid, the distances and the healthy state's step. Returns the
+    readings."""
+    terms, ev = line["terms"], line["events"]
+    checks.in_decades(
+        ch,
+        "f6m_rho",
+        {lab: {t: summary[lab][t]["median"] for t in terms} for lab in ("line", "random")},
+        decades=0.3,
+        glue=False,
+        note="rho of each 1x term at t along the line to the healthy network and along a random direction "
+        "of the same length (median over events); trained networks, read in decades",
+    )
+    factors = {lab: {t: summary[lab][t]["factor"] for t in terms} for lab in ("line", "random")}
+    checks.in_decades(
+        ch,
+        "f6m_factor",
+        factors,
+        decades=0.3,
+        limits=(1.0 / F6M_FACTOR, F6M_FACTOR),
+        glue=False,
+        note="median over events of rho(t = 1) / rho(t = 0) per direction and term; RULE_F6M reads it "
+        f"against {F6M_FACTOR:g} and 1/{F6M_FACTOR:g}",
+    )
+    checks.in_decades(
+        ch,
+        "f6m_task_factor",
+        {lab: summary[lab]["task"]["factor"] for lab in ("line", "random")},
+        decades=0.3,
+        glue=False,
+        note="median over events of the task gradient's norm at t = 1 over t = 0 per direction (rho's "
+        "denominator); trained networks, read in decades",
+    )
+    reading = read_line(factors)
+    ch.value("f6m_reading", reading, glue=False, note="RULE_F6M's reading per term and direction")
+    ch.value(
+        "f6m_distance",
+        [r["distance"] for r in ev],
+        rtol=0.2,
+        glue=False,
+        note="|theta_healthy - theta_collapse| over all parameters, per event; trained networks",
+    )
+    worst = 0.0
+    for r in ev:
+        for t in terms:
+            h = branches[r["seed"]][t]["hist"]
+            if h["rho_step"] and h["rho_step"][0] == r["batch_steps"][0]:
+                worst = max(worst, abs(r["first_batch"][t] / h["rho"][0] - 1))
+            else:
+                worst = float("inf")
+    ch.value(
+        "f6m_t0_is_table2",
+        bool(worst <= T0_CHECK),
+        note="rho at t = 0 on the first batch equals each 1x branch's first recorded rho (the Table 2 "
+        f"measurement) within {T0_CHECK:g} relative",
+    )
+    ch.glue("f6m_t0_worst", worst)
+    ch.glue("f6m_reading", line_text(summary, reading))
+    ch.glue("f6m_rule", RULE_F6M)
+    for lab in ("line", "random"):
+        ch.glue(f"f6m_task_{lab}", summary[lab]["task"]["factor"])
+    ch.glue("f6m_ts", ", ".join(f"{t:g}" for t in line["t"]))
+    ch.glue("f6m_batches", LINE_BATCHES)
+    ch.glue("f6m_dist_lo", min(r["distance"] for r in ev))
+    ch.glue("f6m_dist_hi", max(r["distance"] for r in ev))
+    rel = [r["distance"] / r["theta_norm"] for r in ev]
+    ch.glue("f6m_rel_lo", min(rel))
+    ch.glue("f6m_rel_hi", max(rel))
+    ch.glue("f6m_healthy_step", ", ".join(str(r["healthy_step"]) for r in ev))
+    ch.glue("f6m_start", ", ".join(str(r["start"]) for r in ev))
+    ch.glue("f6m_differs", sum(x["differs"] for x in reading.values()))
+    ch.glue("f6m_terms", len(terms))
+    return reading

@@ -498,3 +498,38 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
             "reason": reason,
         },
     )
+
+
+# -- Figure 6 middle: how rho changes along the line to the healthy network, beside a random direction ------
+F6M_FACTOR = 2.0  # a change factor above this reads "rises", below its inverse "falls", between "flat"
+
+RULE_F6M = (
+    "For each 1x loss term and each direction from the saved collapse (the straight line towards the "
+    "healthy network of the same seed; a Gaussian direction over all parameters of the same length), the "
+    "change factor is the median over events of rho at t = 1 over rho at t = 0 (rho at a point: the median "
+    "over the first batches the branches measure rho on, alpha held at alpha_min). It reads 'rises' where "
+    f"the factor exceeds {F6M_FACTOR:g}, 'falls' where it lies below 1/{F6M_FACTOR:g}, and 'stays within a "
+    f"factor {F6M_FACTOR:g}' between. The line differs from the random direction (its control, the same "
+    "rule on the same events at the same distance) for a term where the two readings differ. Fixed before "
+    "the first record of the figure"
+)
+
+
+def shape_word(factor: float) -> str:
+    """The reading of :data:`RULE_F6M` for one change factor rho(t = 1) / rho(t = 0)."""
+    if factor > F6M_FACTOR:
+        return "rises"
+    if factor < 1.0 / F6M_FACTOR:
+        return "falls"
+    return f"stays within a factor {F6M_FACTOR:g}"
+
+
+def read_line(factors: dict) -> dict:
+    """:data:`RULE_F6M` on ``{"line": {term: factor}, "random": {term: factor}}`` (median change factors):
+    per term the reading along each direction and whether the line's differs from the random
+    direction's."""
+    out = {}
+    for t, f in factors["line"].items():
+        a, b = shape_word(f), shape_word(factors["random"][t])
+        out[t] = {"line": a, "random": b, "differs": a != b}
+    return out
