@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from rankcollapse.core import adversary as A
+from rankcollapse.core.metrics import norm_1inf
 from rankcollapse.core.san import SANConfig, random_tokens
 
 
@@ -60,3 +61,47 @@ def test_plateau_levels_and_convergence():
     never = A.search_to_plateau(cfg, X, 0.3, 7, 3, 5, 3, 1e-6, 0.01)
     assert len(never["levels"]) == 3  # ran to the cap or converged there
     assert math.isfinite(out["best"]) and out["extra_best"] == math.inf
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_batched_ratio_is_the_forward_pass_with_or_without_skips(skip):
+    cfg = SANConfig(3, 2, 6, skip=skip, bias=False)
+    X = random_tokens(5, 6, 2)
+    g = torch.Generator().manual_seed(4)
+    sans = [A.random_on_constraint(cfg, 0.8, g) for _ in range(3)]
+    theta = [torch.stack([getattr(s, n) for s in sans]) for n in ("WQ", "WK", "WV", "WO")]
+    ratio, top = A._batched_ratio(theta, X, 0.8, cfg.dqk, skip)
+    for i, s in enumerate(sans):
+        hs, _ = s.forward(X)
+        assert float(ratio[i]) == pytest.approx(float(A.residual_ratio(s, X)), rel=1e-12)
+        assert float(top[i]) == pytest.approx(float(norm_1inf(hs[-1])), rel=1e-12)
+    if skip:  # the default is the skip network, bit for bit
+        default = A._batched_ratio(theta, X, 0.8, cfg.dqk)
+        assert torch.equal(default[0], ratio) and torch.equal(default[1], top)
+    else:  # and the two networks differ
+        assert not torch.allclose(ratio, A._batched_ratio(theta, X, 0.8, cfg.dqk)[0])
+
+
+def test_search_and_padding_keep_the_networks_skip():
+    cfg = SANConfig(1, 1, 4, skip=False, bias=False)
+    X = random_tokens(5, 4, 1)
+    g = torch.Generator().manual_seed(0)
+    deep = A.pad_with_quiet_layers(A.random_on_constraint(cfg, 0.5, g), 3, 0.5, g)
+    assert deep.cfg.n_layers == 3 and not deep.cfg.skip
+    starts = [A.random_on_constraint(cfg, 0.5, g) for _ in range(2)]
+    vals, san, _ = A.batched_adversarial_search(starts, X, 0.5, 5, 0.01)
+    assert not san.cfg.skip
+    assert min(vals) == pytest.approx(A.checked_ratio(san, X), rel=1e-12)
+
+
+def test_a_search_whose_restarts_all_leave_the_float_range_notes_every_checkpoint():
+    # beta so large that the first forward pass overflows: nothing is trusted, every restart is dead at once,
+    # and the checkpoints ahead note what running on would have noted (nothing found)
+    cfg = SANConfig(4, 1, 4, skip=False, bias=False)
+    X = random_tokens(5, 4, 1) * 1e3
+    g = torch.Generator().manual_seed(0)
+    starts = [A.random_on_constraint(cfg, 1e300, g) for _ in range(2)]
+    vals, san, noted = A.batched_adversarial_search(starts, X, 1e300, 40, 0.01, (10, 20, 40))
+    assert noted == [math.inf] * 3 and san is None and all(v == math.inf for v in vals)
+    out = A.search_to_plateau(cfg, X, 1e300, 1, restarts=2, steps0=5, levels=4, tol=0.05, lr=0.01)
+    assert len(out["levels"]) == 4 and not out["converged"] and out["best"] == math.inf

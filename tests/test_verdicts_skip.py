@@ -1,6 +1,9 @@
 """The skip chapter's verdicts, each a pure function of its evidence: synthetic evidence for every outcome
 (``CASES``, checked by tests/test_verdict_rules.py) and the edge cases (no experiment run)."""
 
+import math
+from types import SimpleNamespace
+
 from fakes import RecordingChapter
 from rankcollapse.chapters.skip import verdicts as sk
 
@@ -44,7 +47,8 @@ def test_c2_refuted_when_a_construction_fails():
 
 def test_q1_edges():
     # a refutation needs the shallow cell converged: an unconverged one may still fall, so no counterexample
-    assert sk.verdict_q1(_cells([(1, 1.0, 0.5, False), (4, 1.0, 0.01, True)]))[0] == "inconclusive"
+    v, reason = sk.verdict_q1(_cells([(1, 1.0, 0.5, False), (4, 1.0, 0.01, True)]))
+    assert v == "inconclusive" and "1 of 1 deeper cells lie below" in reason and "none refutes" in reason
     # below compounding but within the margin: not a refutation; all converged yet below compounding
     assert sk.verdict_q1(_cells([(1, 1.0, 0.5, True), (4, 1.0, 0.06, True)]))[0] == "inconclusive"
     # one depth only: nothing to compound
@@ -97,3 +101,31 @@ def test_judge_c2_puts_its_control_into_the_evidence():
     ev = ch.verdicts["C2"]["evidence"]
     assert ev["control"]["verdict"] == "refuted" and "pure SANs" in ev["control"]["on"]
     assert "pure SANs" in ev["control"]["reason"] and ev["old_verdict"] == "inconclusive"
+
+
+def _front(rows):
+    return [{"L": L, "beta": b, "best": v, "converged": c, "effort": 100} for L, b, v, c in rows]
+
+
+def test_judge_q1_puts_its_control_into_the_evidence():
+    p = SimpleNamespace(search_tol=0.05, search_d=8, search_tokens=8)
+    front = _front([(1, 1.0, 0.25, True), (2, 1.0, 0.2, True), (4, 1.0, 0.1, True)])
+    # without skips: far below compounding, but the shallowest search never converged, and one cell kept
+    # no trusted value (inf), recorded as None
+    noskip = _front([(1, 1.0, 1e-6, False), (2, 1.0, 1e-16, True), (4, 1.0, math.inf, False)])
+    ch = RecordingChapter()
+    assert sk.judge_q1(ch, front, {"res_1inf": 10.0}, p, noskip) == "supported"
+    ev = ch.verdicts["Q1"]["evidence"]
+    assert ev["control"]["verdict"] == "inconclusive" and "skip connections" in ev["control"]["on"]
+    assert ev["control"]["reason"] == ch.glued["q1_control_reason"]
+    assert "none refutes" in ev["control"]["reason"]
+    assert [c["best"] for c in ev["control_cells"]] == [1e-6, 1e-16, None]
+    # the same control with its shallowest search converged refutes: the rule can flip on it
+    stalled = _front([(1, 1.0, 1e-6, True), (2, 1.0, 1e-16, True)])
+    ch = RecordingChapter()
+    sk.judge_q1(ch, front, {"res_1inf": 10.0}, p, stalled)
+    assert ch.verdicts["Q1"]["evidence"]["control"]["verdict"] == "refuted"
+    # no control run: 'not run'
+    ch = RecordingChapter()
+    sk.judge_q1(ch, front, {"res_1inf": 10.0}, p)
+    assert ch.verdicts["Q1"]["evidence"]["control"]["verdict"] == "not run"

@@ -179,14 +179,17 @@ def adversarial_search(start: SAN, X: Tensor, beta: float, steps: int, lr: float
 
 
 # -- a batched search: many restarts in one computation, run to a plateau ------------------------
-def _batched_ratio(theta: list[Tensor], X: Tensor, beta: float, dqk: int) -> tuple[Tensor, Tensor]:
-    """Residual ratio of every restart of a stack of skip SANs without bias, each head scaled onto
-    ``beta_h = beta`` (the map of :func:`on_constraint`, batched over the first dimension ``R``).
+def _batched_ratio(
+    theta: list[Tensor], X: Tensor, beta: float, dqk: int, skip: bool = True
+) -> tuple[Tensor, Tensor]:
+    """Residual ratio of every restart of a stack of SANs without bias, with skip connections (``skip``, the
+    default) or without (pure self-attention), each head scaled onto ``beta_h = beta`` (the map of
+    :func:`on_constraint`, batched over the first dimension ``R``).
 
     ``theta`` = (Q, K, V, O) of shapes (R, L, H, d, d_qk), (R, L, H, d, d_qk), (R, L, H, d, d_v),
     (R, L, H, d_v, d). Returns (ratios (R,), ``||X_L||_{1,inf}`` (R,)), the latter for the round-off scale.
-    The same arithmetic as ``SAN.forward`` with ``skip=True``: ``X <- X + sum_h softmax(X Q_h K_h^T X^T /
-    sqrt(d_qk)) X V_h O_h``."""
+    The same arithmetic as ``SAN.forward`` with the same ``skip``: ``X <- X + sum_h softmax(X Q_h K_h^T X^T
+    / sqrt(d_qk)) X V_h O_h``, without the ``X +`` when ``skip`` is False."""
     Q, K, V, O = theta
     bh = norm_1(Q @ K.transpose(-1, -2)) * norm_1inf(V @ O)  # (R, L, H)
     t = ((beta / bh.clamp_min(1e-300)) ** 0.25)[..., None, None]
@@ -198,7 +201,8 @@ def _batched_ratio(theta: list[Tensor], X: Tensor, beta: float, dqk: int) -> tup
         k = torch.einsum("rnd,rhdk->rhnk", Y, K[:, l])
         P = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dqk), dim=-1)
         v = torch.einsum("rnd,rhdv->rhnv", Y, V[:, l])
-        Y = Y + torch.einsum("rhnv,rhve->rne", P @ v, O[:, l])
+        mixed = torch.einsum("rhnv,rhve->rne", P @ v, O[:, l])
+        Y = Y + mixed if skip else mixed
     return norm_1inf(res(Y)) / norm_1inf(res(X)), norm_1inf(Y)
 
 
@@ -213,12 +217,14 @@ def batched_adversarial_search(
     judged: int | None = None,
 ) -> tuple[list[float], SAN | None, list[float]]:
     """:func:`adversarial_search` from every start at once: the restarts are stacked into one batched
-    computation (Adam is elementwise, so each restart follows its own descent). Only trusted values count
+    computation (Adam is elementwise, so each restart follows its own descent); the network is the starts'
+    (``starts[0].cfg``: with or without skip connections, no bias). Only trusted values count
     (see :func:`checked_ratio`); a restart that leaves the float range stops counting.
 
     ``checkpoints``: step counts at which the smallest trusted ratio so far over the first ``judged``
     restarts (all if None) is noted; after each, ``stop(noted_so_far)`` may return True to end the search
-    there. Returns (the smallest
+    there. When every restart has left the float range the descent ends early, and the checkpoints still
+    ahead note the best found, which is what they would note had it run on. Returns (the smallest
     trusted ratio of each restart, the SAN of the smallest of all, checked again by ``SAN.forward``, the
     noted values)."""
     cfg = starts[0].cfg
@@ -239,7 +245,7 @@ def batched_adversarial_search(
     marks, noted = set(int(c) for c in checkpoints), []
     for step in range(steps + 1):
         opt.zero_grad()
-        ratio, top = _batched_ratio(theta, X, beta, cfg.dqk)
+        ratio, top = _batched_ratio(theta, X, beta, cfg.dqk, cfg.skip)
         with torch.no_grad():
             v = ratio.detach().to(torch.float64)
             scale = eps * top.detach().to(torch.float64) / den
@@ -253,7 +259,15 @@ def batched_adversarial_search(
             noted.append(float(best[:judged].min()))
             if stop is not None and stop(noted):
                 break
-        if step == steps or not bool(alive.any()):
+        if step == steps:
+            break
+        if not bool(alive.any()):
+            # every restart is frozen (``alive`` never returns, ``best`` moves only while alive): each
+            # checkpoint still ahead would note the best of now, so note it there, as running on would
+            for m in sorted(c for c in marks if step < c <= steps):
+                noted.append(float(best[:judged].min()))
+                if stop is not None and stop(noted):
+                    break
             break
         torch.log(ratio[alive]).sum().backward()
         with torch.no_grad():  # a restart out of the float range is frozen: no gradient, no step
@@ -277,12 +291,14 @@ def pad_with_quiet_layers(
     queries and keys are scaled by ``1/quiet`` and values and outputs by ``quiet`` (``beta_h`` unchanged),
     so their contribution ``P X W_h`` is ``quiet^2`` of a typical head's. A deeper network that starts
     near a shallower network's best point: the frontier can only fall with depth, and this start lets the
-    search see it."""
+    search see it. The padding keeps ``san``'s skip connections or their absence; without skips a quiet
+    layer is no longer near the identity (it maps ``X`` to ``P X W_h``, about ``quiet^2`` of it), so there
+    the padded network is one more candidate on the constraint, not a shallower network's value kept."""
     c = san.cfg
     if depth <= c.n_layers:
         return clone(san)
     extra = random_on_constraint(
-        SANConfig(depth - c.n_layers, c.n_heads, c.d_model, d_qk=c.dqk, d_v=c.dv, skip=True, bias=False),
+        SANConfig(depth - c.n_layers, c.n_heads, c.d_model, d_qk=c.dqk, d_v=c.dv, skip=c.skip, bias=False),
         beta,
         gen,
         san.WQ.dtype,
@@ -290,7 +306,7 @@ def pad_with_quiet_layers(
     ws = []
     for name, f in (("WQ", 1 / quiet), ("WK", 1 / quiet), ("WV", quiet), ("WO", quiet)):
         ws.append(torch.cat([getattr(san, name).detach(), getattr(extra, name) * f]))
-    cfg = SANConfig(depth, c.n_heads, c.d_model, d_qk=c.dqk, d_v=c.dv, skip=True, bias=False)
+    cfg = SANConfig(depth, c.n_heads, c.d_model, d_qk=c.dqk, d_v=c.dv, skip=c.skip, bias=False)
     return SAN(cfg, *ws, torch.zeros(depth, c.d_model, dtype=san.WQ.dtype))
 
 

@@ -14,6 +14,7 @@ from .figures import fig_constructions, fig_effort, fig_frontier, fig_skip_curve
 from .report import (
     record_constructions,
     record_frontier,
+    record_frontier_noskip,
     record_skip_curves,
     summarise_constructions,
     table_frontier,
@@ -38,6 +39,7 @@ __all__ = [
     "record_constructions",
     "summarise_constructions",
     "record_frontier",
+    "record_frontier_noskip",
     "record_skip_curves",
     "skip_curves",
     "table_frontier",

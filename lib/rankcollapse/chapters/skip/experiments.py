@@ -169,7 +169,9 @@ def skip_curves(n, d, H, L, scales, seeds, floor_mult, seed, device, log=print) 
 
 
 # -- (c) the lower-bound frontier ------------------------------------------------------------------
-def frontier(n, d, H, depths, betas, samples, steps, starts, levels, tol, lr, seed, log=print) -> list[dict]:
+def frontier(
+    n, d, H, depths, betas, samples, steps, starts, levels, tol, lr, seed, log=print, skip=True
+) -> list[dict]:
     """Smallest ``||res(X_L)||/||res(X)||`` found with skips under ``beta_h <= beta``, per (depth, beta): by
     random search, the structured sharpen-and-subtract family, the best network of the next shallower
     depth padded with quiet layers, and adversarial gradient descent from ``starts`` random draws and from
@@ -177,11 +179,12 @@ def frontier(n, d, H, depths, betas, samples, steps, starts, levels, tol, lr, se
     steps doubled at each effort level until four times the effort lowers the random restarts' best by
     less than ``tol``, or ``levels`` levels). Each value is achieved by a network on the constraint; the
     cell's ``best`` is the smallest, ``converged`` is the descent's. Float64, CPU (small sizes; the
-    restarts are batched)."""
+    restarts are batched). ``skip=False``: the same search (input, seeds, candidates, effort) on pure
+    self-attention networks, Q1's control."""
     X = random_tokens(n, d, seed + 1)
     rows, best_san = [], {}
     for L in sorted(depths):
-        cfg = SANConfig(L, H, d, skip=True, bias=False)
+        cfg = SANConfig(L, H, d, skip=skip, bias=False)
         for b in betas:
             cell_seed = int(seed) + 7919 * L + int(1000 * b)
             g = torch.Generator().manual_seed(cell_seed)
@@ -220,8 +223,9 @@ def frontier(n, d, H, depths, betas, samples, steps, starts, levels, tol, lr, se
                     "effort": run["levels"][-1]["effort"],
                 }
             )
+            tag = "" if skip else " (no skip)"
             log(
-                f"frontier L={L} beta={b:g}: random {r_best:.3g}, structured {s_best:.3g}, padded "
+                f"frontier{tag} L={L} beta={b:g}: random {r_best:.3g}, structured {s_best:.3g}, padded "
                 f"{p_best:.3g}, adversarial {run['random_best']:.3g} (from candidates "
                 f"{run['extra_best']:.3g}) after {run['levels'][-1]['steps']} steps x "
                 f"{starts} restarts ({'converged' if run['converged'] else 'not converged'})"

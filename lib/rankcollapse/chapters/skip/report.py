@@ -1,6 +1,7 @@
 """Chapter `skip`, report: the records of parts (a), (b) and (c) (``record_*``: values, counts and glued
-numbers for the prose, with the summary of the curves they read) and the frontier's table
-(:func:`table_frontier`).
+numbers for the prose, with the summary of the curves they read; the frontier without skips, Q1's control,
+in :func:`record_frontier_noskip`) and the frontier's table (:func:`table_frontier`, with or without
+skips).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 
 from ...book import checks
 from ...core import explosion
-from .verdicts import C2_REFUTE, C2_SUPPORT, COLLAPSE_TOL
+from .verdicts import C2_REFUTE, C2_SUPPORT, COLLAPSE_TOL, q1_compare, q1_evidence
 
 
 def kept_lines(n: int) -> tuple[float, ...]:
@@ -222,15 +223,76 @@ def record_frontier(ch, front: list[dict], ins: dict, p) -> None:
     ch.glue("from_padded", sum(s_ == "padded" for s_ in srcs))
 
 
+def _trusted(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def record_frontier_noskip(ch, front_noskip: list[dict], p) -> None:
+    """Record Q1's control, the frontier searched without skip connections: the smallest trusted ratio per
+    cell (None where no candidate kept a trusted value: below its round-off scale or out of the float
+    range); count the shallowest cells that converged, the deeper cells below the refutation mark of Q1's
+    rule and the cells with no trusted value; glue how far the shallowest searches' best fell between the
+    first and last effort level (the smallest such factor over the betas)."""
+    key = [f"L{r['L']}_beta{r['beta']:g}" for r in front_noskip]
+    ch.value(
+        "frontier_noskip",
+        dict(zip(key, (_trusted(r["best"]) for r in front_noskip))),
+        rtol=0.3,
+        atol=1e-3,
+        note="optimiser output on pure attention, most cells far below 1e-3 and not converged: recorded to "
+        "show it is small, any value below 1e-3 matches; None: no trusted value",
+    )
+    L0 = min(r["L"] for r in front_noskip)
+    base = [r for r in front_noskip if r["L"] == L0]
+    cmp = q1_compare(q1_evidence(front_noskip, p))
+    checks.count(
+        ch,
+        "noskip_base_converged",
+        sum(r["converged"] for r in base),
+        of=len(base),
+        note="shallowest searches without skips that reached their plateau (Q1 refutes only from one)",
+    )
+    checks.count(
+        ch,
+        "noskip_below_mark",
+        sum(c["best"] < c["mark"] for c in cmp),
+        of=len(cmp),
+        note="deeper cells without skips below ((1 - tol) rho0)^(L/L0), whether or not rho0 converged",
+    )
+    checks.count(
+        ch,
+        "noskip_untrusted",
+        sum(not math.isfinite(r["best"]) for r in front_noskip),
+        of=len(front_noskip),
+        note="cells without skips with no trusted value (every candidate below its round-off scale)",
+    )
+    ch.glue("noskip_deeper", len(cmp))
+    ch.glue("noskip_n_base", len(base))
+    ch.glue("noskip_L0", L0)
+    falls = [r["levels"][0]["best"] / r["levels"][-1]["best"] for r in base if r["levels"][-1]["best"] > 0]
+    ch.glue("noskip_base_fall_min", min(falls) if falls else float("nan"))
+    ch.glue("noskip_base_max", max(r["best"] for r in base))
+    trusted = [r["best"] for r in front_noskip if r["L"] > L0 and math.isfinite(r["best"])]
+    ch.glue("noskip_deep_min", min(trusted) if trusted else float("nan"))
+
+
 def table_frontier(front: list[dict]) -> str:
     """Part (c)'s table, as Markdown: per cell the best found, where it came from, the effort used and
-    whether the search converged."""
+    whether the search converged ("none trusted" where no candidate kept a trusted value, as may happen
+    without skips)."""
     head = (
         "| depth L | β ≤ | smallest ratio found | found by | random restarts' best | effort (steps × "
         "restarts) | converged |\n|---|---|---|---|---|---|---|\n"
     )
+
+    def num(v):
+        return f"{v:.3g}" if math.isfinite(v) else "none trusted"
+
+    def src(r):
+        return r["best_from"] if math.isfinite(r["best"]) else "—"
+
     return head + "\n".join(
-        f"| {r['L']} | {r['beta']:g} | {r['best']:.3g} | {r['best_from']} | {r['adversarial_random']:.3g} | "
+        f"| {r['L']} | {r['beta']:g} | {num(r['best'])} | {src(r)} | {num(r['adversarial_random'])} | "
         f"{r['effort']} | {'yes' if r['converged'] else '**no**'} |"
         for r in front
     )

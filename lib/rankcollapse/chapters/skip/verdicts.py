@@ -2,10 +2,13 @@
 compounding sub-claim of the open lower-bound problem) as text (``RULE_*``, the previous Q1 rule
 ``RULE_Q1_OLD`` shown beside), their decision functions (``verdict_*``, listed in ``VERDICTS``), their
 evidence (:func:`q1_evidence`, :func:`q1_compare`), C2's control across the counts' intervals
-(:func:`c2_across_interval`) and the ``judge_*`` that record each verdict.
+(:func:`c2_across_interval`) and the ``judge_*`` that record each verdict with its control (the same rule
+on the networks without skip connections).
 """
 
 from __future__ import annotations
+
+import math
 
 from ...book import checks
 from ...core import explosion
@@ -142,6 +145,15 @@ def verdict_q1(evidence: dict) -> tuple[str, str]:
             f"compounding the shallowest ({closest})."
         )
     n_open = len(open_cells)
+    unfounded = [c for c in cmp if c["best"] < c["mark"]]  # below the margin, from an unconverged rho0
+    if unfounded:
+        c = min(unfounded, key=lambda c: c["best"] / c["mark"])
+        return "inconclusive", (
+            f"{len(unfounded)} of {len(cmp)} deeper cells lie below compounding by the margin (the lowest "
+            f"L = {c['L']}, beta <= {c['beta']:g}: {c['best']:.3g} against {c['compound']:.3g} compounded), "
+            f"but the shallowest search they compound did not converge, so none refutes; {n_open} of "
+            f"{len(evidence['cells'])} searches did not converge within the effort cap."
+        )
     return "inconclusive", (
         f"No deeper network beat compounding by the margin, but {n_open} of {len(evidence['cells'])} "
         f"searches did not converge within the effort cap ({closest})."
@@ -251,11 +263,31 @@ def q1_evidence(front: list[dict], p) -> dict:
     }
 
 
-def judge_q1(ch, front: list[dict], ins: dict, p) -> str:
-    """Record the Q1 verdict (:func:`verdict_q1`, the compounding sub-claim) from the frontier."""
+Q1_CONTROL_ON = (
+    "pure self-attention: the same frontier search (input, depths, betas, seeds, candidates, effort) on "
+    "networks without skip connections, where the residual is known to collapse with depth"
+)
+
+
+def judge_q1(ch, front: list[dict], ins: dict, p, front_noskip: list[dict] | None = None) -> str:
+    """Record the Q1 verdict (:func:`verdict_q1`, the compounding sub-claim) from the frontier, with its
+    control: the same rule on the frontier searched without skip connections (``front_noskip``, from
+    :func:`rankcollapse.chapters.skip.experiments.frontier` with ``skip=False``; its cells kept in the
+    evidence as ``control_cells``, a cell with no trusted value as None). Glue ``q1_reason``,
+    ``q1_control_verdict`` and ``q1_control_reason``. Returns the verdict."""
     evidence = q1_evidence(front, p) | {"input_res_1inf": ins["res_1inf"]}
     v, reason = verdict_q1(evidence)
+    if front_noskip is not None:
+        ev_c = q1_evidence(front_noskip, p)
+        vc, rc = verdict_q1(ev_c)
+        control_cells = [
+            c | {"best": c["best"] if math.isfinite(c["best"]) else None} for c in ev_c["cells"]
+        ]
+    else:
+        vc, rc, control_cells = "not run", "The search without skips was not run.", []
     ch.glue("q1_reason", reason)
+    ch.glue("q1_control_verdict", vc)
+    ch.glue("q1_control_reason", rc)
     ch.glue("q1_old_rule", RULE_Q1_OLD)
     return ch.verdict(
         "Q1",
@@ -264,5 +296,10 @@ def judge_q1(ch, front: list[dict], ins: dict, p) -> str:
         "sub-claim tested: on the search input, depth shrinks the residual no faster than compounding the "
         "shallowest network, rho(L, beta) >= rho(L0, beta)^(L/L0)",
         rule=RULE_Q1,
-        evidence=evidence | {"reason": reason},
+        evidence=evidence
+        | {
+            "reason": reason,
+            "control": {"on": Q1_CONTROL_ON, "verdict": vc, "reason": rc},
+            "control_cells": control_cells,
+        },
     )
