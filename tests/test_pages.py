@@ -256,3 +256,29 @@ def test_papers_page_labels_the_reopening_factor_and_shows_figures_4_5_7_8():
     rows = [(16.0, {"final_srank": x}) for x in (1.2, 1.5, 2.0, 2.5)] + [(32.0, {"final_srank": 1.1})]
     txt = within_multiplier_spearman(rows, [1e-3, 2e-3, 3e-3, 4e-3, 1e-4])
     assert "×16 1.00 (4 collapsed)" in txt and "×32 – (1 collapsed)" in txt
+
+
+def test_a_table_cell_of_one_short_token_is_marked_whole():
+    """A cell whose text is one token of at most 12 characters (a number, a hyphenated name) is marked
+    ``tok`` (the stylesheet never breaks it); a cell of several words or a long token is not: in the HTML
+    tables of html_table and, through the Sphinx extension, in Markdown tables."""
+    from docutils import nodes
+
+    from rankcollapse.book.html_tables import html_table, is_token
+    from rankcollapse.book.sphinxext import _mark_tokens
+
+    assert is_token("2.91e-08") and is_token(" self-heals ") and is_token("123456789012")
+    assert not is_token("0 / 2") and not is_token("1234567890123") and not is_token("")
+    html = html_table(["seed", "loss minus control"], [["self-heals", "0.5 (median)"]])
+    assert '<th class="tok">seed</th><th>loss minus control</th>' in html
+    assert '<td class="tok">self-heals</td><td>0.5 (median)</td>' in html
+    table = nodes.table()
+    short, words = (
+        nodes.entry("", nodes.paragraph(text="penalty-1x")),
+        nodes.entry("", nodes.paragraph(text="a b")),
+    )
+    table += nodes.row("", short, words)
+    doc = nodes.document(None, None)
+    doc += table
+    _mark_tokens(None, doc, "x")
+    assert short["classes"] == ["tok"] and words["classes"] == []
