@@ -80,9 +80,9 @@ def record_random_claims(ch, rc: list[dict], d: int) -> dict:
 CLAIM_HEADS = {
     "rank_no_increase": "rank ≤",
     "rank_no_decrease": "rank ≥",
-    "affine_rank_equal": "affine rank =",
-    "affine_rank_no_increase": "affine rank ≤",
-    "affine_rank_no_decrease": "affine rank ≥",
+    "affine_rank_equal": "aff. rank =",
+    "affine_rank_no_increase": "aff. rank ≤",
+    "affine_rank_no_decrease": "aff. rank ≥",
     "r_no_increase": "r ≤",
     "srank_no_increase": "srank ≤",
     "srank_no_decrease": "srank ≥",
