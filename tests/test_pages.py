@@ -272,3 +272,29 @@ def test_papers_row_of_figure_6_middle_reads_the_line_beside_the_random_directio
     text, num = pn.ours(vals)
     assert num is None and text.startswith("hinge-1x: ×0.03 falls towards healthy, ×1.3 stays within")
     assert dict((p.what, r) for p, _, r in papers.rows("repair-treatments", vals))[pn.what] == "–"
+
+
+def test_a_table_cell_of_one_short_token_is_marked_whole():
+    """A cell whose text is one token of at most 12 characters (a number, a hyphenated name) is marked
+    ``tok`` (the stylesheet never breaks it); a cell of several words or a long token is not: in the HTML
+    tables of html_table and, through the Sphinx extension, in Markdown tables."""
+    from docutils import nodes
+
+    from rankcollapse.book.html_tables import html_table, is_token
+    from rankcollapse.book.sphinxext import _mark_tokens
+
+    assert is_token("2.91e-08") and is_token(" self-heals ") and is_token("123456789012")
+    assert not is_token("0 / 2") and not is_token("1234567890123") and not is_token("")
+    html = html_table(["seed", "loss minus control"], [["self-heals", "0.5 (median)"]])
+    assert '<th class="tok">seed</th><th>loss minus control</th>' in html
+    assert '<td class="tok">self-heals</td><td>0.5 (median)</td>' in html
+    table = nodes.table()
+    short, words = (
+        nodes.entry("", nodes.paragraph(text="penalty-1x")),
+        nodes.entry("", nodes.paragraph(text="a b")),
+    )
+    table += nodes.row("", short, words)
+    doc = nodes.document(None, None)
+    doc += table
+    _mark_tokens(None, doc, "x")
+    assert short["classes"] == ["tok"] and words["classes"] == []

@@ -5,7 +5,10 @@ loads MathJax on pages whose body has some), and it removes duplicate inline scr
 Jupyter Book 1 with sphinx-thebe emits the ``const THEBE_JS_URL = ...`` script twice per page, which
 raises a JavaScript error in the browser ("Identifier 'THEBE_JS_URL' has already been declared").
 The browser test fails on any page error. It also adds the book's stylesheet (``static/rcbook.css``: code
-cells and tables wrap, so no page scrolls sideways at 1280 px).
+cells and tables wrap, so no page scrolls sideways at 1280 px), and marks each table cell whose whole text is
+one short token (a number, a name with a hyphen; :func:`rankcollapse.book.html_tables.is_token`) with the
+class ``tok``, which the stylesheet never breaks: Markdown tables here, HTML tables where
+:func:`~rankcollapse.book.html_tables.html_table` writes them.
 
 It also stops a build of anything but a staging folder: ``jupyter-book build .`` at the repository root
 would read the Jupytext sources, which are never executed by the book (papermill executes them first,
@@ -85,11 +88,23 @@ def _maths_everywhere(app, env):
         domain.data.setdefault("has_equations", {})[docname] = True
 
 
+def _mark_tokens(app, doctree, docname):
+    """Give every table cell (header or body) whose text is one short token the class ``tok``."""
+    from docutils import nodes
+
+    from .html_tables import is_token
+
+    for entry in doctree.findall(nodes.entry):
+        if is_token(entry.astext()):
+            entry["classes"].append("tok")
+
+
 def setup(app):
     refuse_unstaged(app)  # before anything is read (SystemExit: Jupyter Book prints no traceback for it)
     app.connect("builder-inited", _static_path)
     app.add_css_file("rcbook.css")
     app.connect("env-updated", _maths_everywhere)
+    app.connect("doctree-resolved", _mark_tokens)
     app.connect(
         "html-page-context", _dedupe_scripts, priority=100
     )  # early: emit_firstresult stops at the first handler that returns

@@ -193,28 +193,35 @@ def record_bound(ch, rows: list[dict], b: dict) -> dict:
 
 
 def table_bound_by_scale(bs: dict) -> str:
-    """Part (c)'s table, as Markdown, per weight scale (a dash where there is no value)."""
-    head = (
-        "| weight scale | growing (% runs) | exponent, decaying regime | all-pairs slope | κ (γ ~ res^κ) "
-        "| one-layer bound, decades above | γ* bounds γ (% layers) | depth bound holds (% pairs) "
-        "| informative (% pairs) | its gap, decades | certified runs | log10 certified input scale |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
+    """Part (c)'s tables, as Markdown, per weight scale (a dash where there is no value): two tables, so that
+    each fits the page's column: the residual and the attention's deviation first, then the bounds."""
 
     def cell(v, fmt, mul=1.0):
         return "—" if v is None else format(mul * v, fmt)
 
-    return head + "\n".join(
+    first = (
+        "*The residual and the attention, by weight scale:*\n\n"
+        "| weight scale | growing (% runs) | exponent, decaying regime | all-pairs slope | κ (γ ~ res^κ) "
+        "| one-layer bound, decades above |\n" + "|---" * 6 + "|\n"
+    ) + "\n".join(
         f"| {k} | {cell(v['growing_share'], '.0f', 100)} | {cell(v['exponent_decaying_median'], '.2f')} | "
         f"{cell(v['slope_all_pairs_median'], '.2f')} | {cell(v['kappa_median'], '.2f')} | "
-        f"{cell(v['tightness_log10_median'], '.2f', -1)} | "
-        f"{cell(v['gamma_star_bounds_share'], '.0f', 100)} | "
+        f"{cell(v['tightness_log10_median'], '.2f', -1)} |"
+        for k, v in bs.items()
+    )
+    second = (
+        "*The bounds, by weight scale:*\n\n"
+        "| weight scale | γ* bounds γ (% layers) | depth bound holds (% pairs) | informative (% pairs) "
+        "| its gap, decades | certified runs | log10 certified input scale |\n" + "|---" * 7 + "|\n"
+    ) + "\n".join(
+        f"| {k} | {cell(v['gamma_star_bounds_share'], '.0f', 100)} | "
         f"{cell(v['prediction_holds_share'], '.0f', 100)} | "
         f"{cell(v['prediction_informative_share'], '.0f', 100)} | "
         f"{cell(v['prediction_gap_median'], '.2f')} | {v['certified']} of {v['runs']} | "
         f"{cell(v['log10_certified_input_scale_median'], '.2f')} |"
         for k, v in bs.items()
     )
+    return first + "\n\n" + second
 
 
 def record_phase(ch, ph: dict) -> None:

@@ -76,17 +76,35 @@ def record_random_claims(ch, rc: list[dict], d: int) -> dict:
     return aff_many
 
 
+# the claims' short column names (the full claim in the legend under the table)
+CLAIM_HEADS = {
+    "rank_no_increase": "rank ≤",
+    "rank_no_decrease": "rank ≥",
+    "affine_rank_equal": "aff. rank =",
+    "affine_rank_no_increase": "aff. rank ≤",
+    "affine_rank_no_decrease": "aff. rank ≥",
+    "r_no_increase": "r ≤",
+    "srank_no_increase": "srank ≤",
+    "srank_no_decrease": "srank ≥",
+}
+
+
 def table_random_claims(rc: list[dict]) -> str:
-    """Markdown table: per input family and LN variant, the share of inputs on which each claim holds."""
+    """Markdown table: per input family and LN variant, the share of inputs on which each claim holds; the
+    claims are columns under short names (the measure after LN against before), named in full under it."""
     claims = list(lnm.CLAIMS)
-    head = "| inputs | LN | " + " | ".join(f"`{k}`" for k in claims) + " |\n|---|---|" + "---|" * len(claims)
+    heads = [CLAIM_HEADS.get(k, k) for k in claims]
+    head = "| inputs | LN | " + " | ".join(heads) + " |\n|---|---|" + "---|" * len(claims)
     rows = (
         f"| {r['family']} | {'random g, b' if r['affine'] else 'g=1, b=0'} | "
         + " | ".join(f"{r[k]:.2f}" for k in claims)
         + " |"
         for r in rc
     )
-    return head + "\n" + "\n".join(rows)
+    legend = "Columns, the measure of LN(X) against X's: " + "; ".join(
+        f"*{h}* `{k}`, {lnm.CLAIMS[k][0]}" for h, k in zip(heads, claims)
+    )
+    return head + "\n" + "\n".join(rows) + "\n\n" + legend.replace("<=", "≤").replace(">=", "≥") + "."
 
 
 def record_constructed(ch, ct: list[dict]) -> None:
@@ -117,17 +135,18 @@ def record_constructed(ch, ct: list[dict]) -> None:
 
 
 def table_constructed(ct: list[dict]) -> str:
-    """Markdown table: the rank measures of each constructed input before and after LN."""
-    head = (
-        "| input | n | d | rank | affine rank | r(X) | srank | → rank | affine rank | r | srank |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    return head + "\n".join(
-        f"| {r['input']} | {r['n']} | {r['d']} | {r['before']['rank']} | {r['before']['affine_rank']} | "
-        f"{r['before']['r']:.2e} | {r['before']['srank']:.3f} | {r['after']['rank']} | "
-        f"{r['after']['affine_rank']} | {r['after']['r']:.2e} | {r['after']['srank']:.3f} |"
-        for r in ct
-    )
+    """Markdown table: the rank measures of each constructed input X (its first row) and of LN(X) (the row
+    under it)."""
+    head = "| input | n × d | of | rank | affine rank | r | srank |\n|---|---|---|---|---|---|---|\n"
+    lines = []
+    for r in ct:
+        b, a = r["before"], r["after"]
+        lines.append(
+            f"| {r['input']} | {r['n']}×{r['d']} | X | {b['rank']} | {b['affine_rank']} | {b['r']:.2e} | "
+            f"{b['srank']:.3f} |"
+        )
+        lines.append(f"| | | LN(X) | {a['rank']} | {a['affine_rank']} | {a['r']:.2e} | {a['srank']:.3f} |")
+    return head + "\n".join(lines)
 
 
 def record_counterexamples(ch, ce: dict, max_size: int) -> None:

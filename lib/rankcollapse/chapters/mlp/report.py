@@ -155,28 +155,37 @@ def record_rate(ch, rows: list[dict], summ: list[dict], p) -> dict:
 
 
 def table_slowing(summ: list[dict], slow: dict) -> str:
-    """Part (b)'s table, as Markdown: per attention weight scale, rank preservation A without MLP and at the
-    smallest, peak and largest lambda; those lambdas; the rise to the peak and the fall after it (decades);
-    how many lambdas keep more rank than the same SAN without MLP; the rank correlation of lambda and A; and
-    the layers to collapse at the smallest and largest lambda."""
-    head = (
+    """Part (b)'s tables, as Markdown, per attention weight scale, two so that each fits the page's column:
+    first rank preservation A without MLP and at the smallest, peak and largest lambda, and the rank
+    correlation of lambda and A; then those lambdas, the rise to the peak and the fall after it (decades),
+    how many lambdas keep more rank than the same SAN without MLP, and the layers to collapse at the
+    smallest and largest lambda."""
+    first = (
+        "*Rank preservation A, by attention weight scale:*\n\n"
         "| weight scale | A without MLP | A at smallest λ | A at peak (multiplier) | A at largest λ "
-        "| λ: smallest → peak → largest | rise to peak, fall after (decades) "
-        "| λ values keeping more rank than without MLP | rank corr. (λ, A) "
-        "| layers to collapse: smallest λ → largest λ |\n" + "|---" * 10 + "|\n"
+        "| rank corr. (λ, A) |\n" + "|---" * 6 + "|\n"
     )
-    lines = []
+    second = (
+        "*Where the peak lies, and depth, by attention weight scale:*\n\n"
+        "| weight scale | λ: smallest → peak → largest | rise to peak, fall after (decades) "
+        "| λ values keeping more rank than without MLP "
+        "| layers to collapse: smallest λ → largest λ |\n" + "|---" * 5 + "|\n"
+    )
+    lines1, lines2 = [], []
     for ws, s in slow.items():
         base = next(r["A"] for r in summ if r["weight_scale"] == ws and r["mlp_scale"] == 0)
         lam = s["lambda"]
         better = sum(a > base for a in s["A"])
-        lines.append(
+        lines1.append(
             f"| {ws:g} | {base:.2f} | {s['A'][0]:.2f} | {max(s['A']):.2f} (×{s['peak_scale']:g}) "
-            f"| {s['A'][-1]:.2f} | {lam[0]:.3g} → {s['peak_lambda']:.3g} → {lam[-1]:.3g} "
-            f"| {s['rise']:.2f}, {s['fall_after_peak']:.2f} | {better} of {len(s['A'])} "
-            f"| {s['rho_all']:+.2f} | {s['depth_min_lambda']:g} → {s['depth_max_lambda']:g} |"
+            f"| {s['A'][-1]:.2f} | {s['rho_all']:+.2f} |"
         )
-    return head + "\n".join(lines)
+        lines2.append(
+            f"| {ws:g} | {lam[0]:.3g} → {s['peak_lambda']:.3g} → {lam[-1]:.3g} "
+            f"| {s['rise']:.2f}, {s['fall_after_peak']:.2f} | {better} of {len(s['A'])} "
+            f"| {s['depth_min_lambda']:g} → {s['depth_max_lambda']:g} |"
+        )
+    return first + "\n".join(lines1) + "\n\n" + second + "\n".join(lines2)
 
 
 def record_q3(ch, qrows: list[dict], qsum: dict, ev: dict, p) -> None:

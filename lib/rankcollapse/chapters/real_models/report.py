@@ -56,18 +56,18 @@ def record_training(ch, trained: dict, p) -> None:
 
 
 def table_training(trained: dict) -> str:
-    """Markdown table: per checkpoint trained here, the held-out loss against the unigram baseline, the
-    last training loss and the training time."""
+    """Markdown table: per checkpoint trained here (architecture and seed), the held-out loss against the
+    unigram baseline, the last training loss and the training time."""
     rows = [
-        f"| {ARCH_NAMES[arch]} | {seed} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} | "
+        f"| {ARCH_NAMES[arch]}, seed {seed} | {r['heldout_loss']:.3f} | {r['unigram_loss']:.3f} | "
         f"{r['unigram_loss'] - r['heldout_loss']:.3f} | {r['train_loss_last']:.3f} | "
         f"{r['cpu_seconds']:.0f} | {'yes' if learned(r) else 'no'} |"
         for (arch, seed), r in sorted(trained.items(), key=lambda kv: (ARCH_ORDER.index(kv[0][0]), kv[0][1]))
     ]
     return (
-        "| architecture | seed | held-out loss | unigram loss | below unigram | last training loss | "
+        "| checkpoint | held-out loss | unigram loss | below unigram | last training loss | "
         f"training CPU s | learned (≥ {LEARNED_MARGIN:g} below unigram) |\n"
-        "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+        "|---|---|---|---|---|---|---|\n" + "\n".join(rows)
     )
 
 
@@ -193,21 +193,25 @@ def record_curves(ch, summ: dict) -> None:
 
 
 def table_curves(summ: dict, tokenizers: dict) -> str:
-    """Markdown table: per model, r(X_0), r(X_L) of each variant and the layer where SAN and SAN+MLP reach
-    ≈0."""
-    rows = []
+    """Markdown tables, two so that each fits the page's column: per model its state, tokenizer, depth and
+    r(X_0); then r(X_L) of each variant and the layer where SAN and SAN+MLP reach ≈0."""
+    first, second = [], []
     for key, s in summ.items():
         cl = lambda v: str(s[v]["collapse_layer"]) if s[v]["collapse_layer"] >= 0 else "never"  # noqa: E731
-        rows.append(
-            f"| {s['_label']} | {s['_state']} | {tokenizers[key]} | {s['SAN']['L']} | "
-            f"{s['SAN']['r0']:.3f} | "
+        first.append(
+            f"| {s['_label']} | {s['_state']} | {tokenizers[key]} | {s['SAN']['L']} | {s['SAN']['r0']:.3f} |"
+        )
+        second.append(
+            f"| {s['_label']} | "
             + " | ".join(f"{s[v]['r_final']:.2e}" for v in sg.VARIANTS)
             + f" | {cl('SAN')} | {cl('SAN+MLP')} |"
         )
     return (
-        "| model | state | tokenizer | L | r(X₀) | r(X_L) SAN | SAN+MLP | SAN+skip | transformer | "
-        "SAN ≈0 at layer | SAN+MLP ≈0 at layer |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(rows)
+        "*The models:*\n\n| model | state | tokenizer | L | r(X₀) |\n|---|---|---|---|---|\n"
+        + "\n".join(first)
+        + "\n\n*Their last hidden state, r(X_L), per variant, and where r reaches ≈0:*\n\n"
+        "| model | SAN | SAN+MLP | SAN+skip | transformer | SAN ≈0 at layer | SAN+MLP ≈0 at layer |\n"
+        "|---|---|---|---|---|---|---|\n" + "\n".join(second)
     )
 
 
@@ -270,23 +274,30 @@ def record_q2(ch, q2: dict, q2_seq: int) -> None:
 
 
 def table_q2(q2: dict, summ: dict) -> str:
-    """Markdown table: per model, beta, the residual of the input, the condition per head and the
-    scale-aware factor per layer."""
-    head = (
+    """Markdown tables, two so that each fits the page's column: per model, beta and the residual of the
+    input; then the condition per head and the scale-aware factor per layer (median, max, share below 1)."""
+    first = (
+        "*β and the input's residual:*\n\n"
         "| model | state | $d_{qk}$ | median $\\beta_h$ | max $\\beta_h$ | "
-        "median $\\|\\mathrm{res}X\\|_{1,\\infty}$ | "
-        "median $4\\gamma_h\\beta_h/\\sqrt{d_{qk}}$ | max | share $<1$ | "
-        "median $\\times\\|\\mathrm{res}X\\|^2$ (layer) | max | share $<1$ |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-    )
-    return head + "\n".join(
+        "median $\\|\\mathrm{res}X\\|_{1,\\infty}$ |\n"
+        "|---|---|---|---|---|---|\n"
+    ) + "\n".join(
         f"| {summ[k]['_label']} | {summ[k]['_state']} | {s['d_qk']} | {s['beta_median']:.3g} | "
-        f"{s['beta_max']:.3g} | "
-        f"{s['res_in_median']:.3g} | {s['cond_head_median']:.2e} | {s['cond_head_max']:.2e} | "
+        f"{s['beta_max']:.3g} | {s['res_in_median']:.3g} |"
+        for k, s in q2.items()
+    )
+    second = (
+        "*The condition per head and the scale-aware factor per layer:*\n\n"
+        "| model | median $4\\gamma_h\\beta_h/\\sqrt{d_{qk}}$ | max | share $<1$ | "
+        "median $\\times\\|\\mathrm{res}X\\|^2$ (layer) | max | share $<1$ |\n"
+        "|---|---|---|---|---|---|---|\n"
+    ) + "\n".join(
+        f"| {summ[k]['_label']} | {s['cond_head_median']:.2e} | {s['cond_head_max']:.2e} | "
         f"{s['cond_head_frac_holds']:.3f} | {s['scaled_median']:.3g} | {s['scaled_max']:.3g} | "
         f"{s['scaled_frac_holds']:.3f} |"
         for k, s in q2.items()
     )
+    return first + "\n\n" + second
 
 
 def glue_q2(ch, q2: dict, summ: dict) -> None:

@@ -175,22 +175,18 @@ def onset_text(multipliers, sm: dict, n_seeds: int) -> str:
 
 
 def table_bursts(p, sm: dict) -> str:
-    """HTML table: per multiplier, collapses and recoveries, steps, srank and loss gap, beside the paper's
-    outcome."""
+    """HTML tables, two so that each fits the page's column: per multiplier, collapses and recoveries and
+    the steps to recovery beside the paper's outcome; then srank and the loss gap."""
 
     def _f(v, fmt):
         return "–" if v is None else format(v, fmt)
 
-    return html_table(
+    outcome = html_table(
         [
             "multiplier",
             "collapsed / seeds",
             "recovered / collapsed",
             "median steps to recovery",
-            "min srank (median)",
-            "final srank (median)",
-            "loss minus control (median, nats)",
-            "... recovered only",
             "the paper's (depth 24, 8 networks)",
         ],
         [
@@ -199,14 +195,35 @@ def table_bursts(p, sm: dict) -> str:
                 f"{sm[m]['collapsed']} / {sm[m]['seeds']}",
                 f"{sm[m]['recovered']} / {sm[m]['collapsed']}",
                 _f(sm[m]["median_steps"], "g"),
-                f"{sm[m]['min_srank']:.2f}",
-                f"{sm[m]['final_srank']:.2f}",
-                f"{sm[m]['loss_gap']:.3f}",
-                _f(sm[m]["loss_gap_recovered"], ".3f"),
                 PAPER.get(m, "–") + ("; " + PAPER_GAP if m == 16.0 else ""),
             ]
             for m in p.multipliers
         ],
+    )
+    rank_loss = html_table(
+        [
+            "multiplier",
+            "min srank (median)",
+            "final srank (median)",
+            "loss minus control (median, nats)",
+            "... recovered only",
+        ],
+        [
+            [
+                f"×{m:g}",
+                f"{sm[m]['min_srank']:.2f}",
+                f"{sm[m]['final_srank']:.2f}",
+                f"{sm[m]['loss_gap']:.3f}",
+                _f(sm[m]["loss_gap_recovered"], ".3f"),
+            ]
+            for m in p.multipliers
+        ],
+    )
+    return (
+        "<p><em>Collapse and recovery, per multiplier:</em></p>"
+        + outcome
+        + "<p><em>Stable rank and loss, per multiplier:</em></p>"
+        + rank_loss
     )
 
 

@@ -317,47 +317,63 @@ def record_table2(ch, p, summary: dict) -> None:
 
 
 def table_rho(p, summary: dict) -> str:
-    """HTML Table 2: rho, clip fraction and the added loss (target, at the switch, over the first updates)
-    per loss term with its beta, beside the paper's rho and clip fraction."""
+    """HTML Table 2, as two tables so that each fits the page's column: per loss term rho and the clip
+    fraction beside the paper's; then its beta and the added loss (target, at the switch, over the first
+    updates)."""
 
     def _f(x):
         return "–" if x is None else f"{x:.4f}"
 
-    rows = []
-    for t in loss_terms(p):
-        s, pp = summary[t], PAPER_TABLE2[t]
-        rows.append(
-            [
-                t,
-                s["events"],
-                _f(s["rho_median"]),
-                f"{_f(s['rho_low'])}–{_f(s['rho_high'])}",
-                f"{s['clip_fraction']:.2f}",
-                f"{s['target']:.3f}",
-                ", ".join(f"{r['at_switch']:.3f}" for r in s["rows"]),
-                ", ".join(f"{r['added_loss']:.3f}" for r in s["rows"]),
-                ", ".join(f"{r['beta']:.4g}" for r in s["rows"]),
-                f"{pp[0]:.4f}",
-                f"{pp[1]:.4f}–{pp[2]:.4f}",
-                f"{pp[3]:.2f}",
-            ]
-        )
-    return html_table(
+    terms = loss_terms(p)
+    rho = html_table(
         [
             "treatment",
-            "events",
             "ρ median",
             "ρ range",
             "clip fraction",
-            "target added loss",
-            "added at the switch, per event",
-            f"added over the first {p.calib_steps} updates, per event",
-            "β per event",
             "paper ρ median",
             "paper ρ range",
             "paper clip fraction",
         ],
-        rows,
+        [
+            [
+                t,
+                _f(summary[t]["rho_median"]),
+                f"{_f(summary[t]['rho_low'])}–{_f(summary[t]['rho_high'])}",
+                f"{summary[t]['clip_fraction']:.2f}",
+                f"{PAPER_TABLE2[t][0]:.4f}",
+                f"{PAPER_TABLE2[t][1]:.4f}–{PAPER_TABLE2[t][2]:.4f}",
+                f"{PAPER_TABLE2[t][3]:.2f}",
+            ]
+            for t in terms
+        ],
+    )
+    added = html_table(
+        [
+            "treatment",
+            "events",
+            "β per event",
+            "target added loss",
+            "added at the switch, per event",
+            f"added over the first {p.calib_steps} updates, per event",
+        ],
+        [
+            [
+                t,
+                summary[t]["events"],
+                ", ".join(f"{r['beta']:.4g}" for r in summary[t]["rows"]),
+                f"{summary[t]['target']:.3f}",
+                ", ".join(f"{r['at_switch']:.3f}" for r in summary[t]["rows"]),
+                ", ".join(f"{r['added_loss']:.3f}" for r in summary[t]["rows"]),
+            ]
+            for t in terms
+        ],
+    )
+    return (
+        "<p><em>ρ and the clip fraction, beside the paper's Table 2:</em></p>"
+        + rho
+        + "<p><em>The loss each term adds, with its β:</em></p>"
+        + added
     )
 
 
