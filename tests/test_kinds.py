@@ -275,3 +275,26 @@ def test_an_integer_read_against_a_line_keeps_one_step_and_its_side():
     far = {**e, "value": 5, "atol": 4.0}
     y = records.record_with_spread(_doc({"layer": far}), {"avx2": _doc({"layer": far})})["values"]["layer"]
     assert y["atol"] == 4 and records.kind_violations(_doc({"layer": {**y, "atol": 6.0}}))
+
+
+def test_fragile_text_reads_the_record_entry(tmp_path, monkeypatch):
+    class _Page:
+        name, params, glued = "t", {"profile": "smoke"}, {}
+
+        def glue(self, k, v):
+            self.glued[k] = v
+
+    monkeypatch.setenv("RCBOOK_EXPECTED", str(tmp_path))
+    ch = _Page()
+    assert "not yet recorded" in checks.fragile_text(ch, "x")  # no record at all
+    (tmp_path / "smoke").mkdir()
+    vals = {
+        "a": {"value": 0.52, "rtol": 0.0, "atol": 0.02, "limits": [0.5], "margin": 0.02, "fragile": True},
+        "b": {"value": 0.9, "rtol": 0.0, "atol": 0.01, "limits": [0.5], "margin": 0.4, "fragile": False},
+        "c": {"value": 0.9, "rtol": 0.0, "atol": 0.01},
+    }
+    (tmp_path / "smoke" / "t.json").write_text(json.dumps(_doc(vals)))
+    assert checks.fragile_text(ch, "a").startswith("Fragile:")
+    assert ch.glued["a_fragile"].startswith("Fragile:")
+    assert "stays inside" in checks.fragile_text(ch, "b")
+    assert "not yet recorded" in checks.fragile_text(ch, "c")

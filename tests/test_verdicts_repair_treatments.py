@@ -278,9 +278,11 @@ def test_h2_control_is_the_reversed_ramp_under_the_same_rule():
 class _Ch:
     def __init__(self):
         self.values, self.glued, self.verdicts = {}, {}, {}
+        self.results = SimpleNamespace(values={})  # what rankcollapse.book.checks marks (kinds, lines)
 
     def value(self, name, v, **kw):
         self.values[name] = v
+        self.results.values[name] = {"value": v}
         if kw.get("glue", True):
             self.glued[name] = v
         return v
@@ -316,6 +318,12 @@ def test_judge_h2_records_the_control_beside_the_verdict_and_the_earlier_rules()
     assert trt.judge_h2(ch, p, events, summ) == "supported"
     ev = ch.verdicts["H2"]["evidence"]
     assert ch.verdicts["H2"]["rule"] == trt.RULE_H2
+    # what the rule reads against its lines is recorded with them: supported, so the upper bound is at or
+    # below the allowed rate and the positive control's lower bound (less the untreated) above it
+    lines = ch.results.values
+    assert lines["h2_upper_bound"]["limits"] == [trt.H2_MAX_RATE]
+    assert ch.values["h2_upper_bound"] <= trt.H2_MAX_RATE < ch.values["h2_reversed_lower_minus_untreated"]
+    assert ch.values["h2_hinge_over_penalty"] > trt.PUSH_RATIO == lines["h2_hinge_over_penalty"]["limits"][0]
     assert ev["control"]["verdict"] == "refuted" and "reversed ramp" in ev["control"]["on"]
     assert ev["control"]["reason"].startswith("the reversed-ramp branches recover")
     assert ev["fisher_rule"]["verdict"] == "supported" and ev["fisher_rule"]["rule"] == trt.RULE_H2_FISHER

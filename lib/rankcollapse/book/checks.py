@@ -93,6 +93,33 @@ def count(ch, name: str, k: Any, *, of: Any, limits: Any = (), note: str = "", g
     return v
 
 
+def fragile_text(ch, name: str, *, glue: bool = True) -> str:
+    """A sentence for the page beside one that reads the value ``name`` against its lines, from the
+    chapter's record at this profile (``data/expected``): whether the spread measured between kernel
+    variants reaches the value's margin to its nearest line (the record marks the entry ``fragile``,
+    :func:`rankcollapse.book.records.cap_at_lines`), stays inside it, or was not measured against a line
+    (no record, or one made before the value had lines). Glued as ``<name>_fragile`` unless ``glue`` is
+    false."""
+    from .records import expected_path, load
+
+    try:
+        e = load(expected_path(ch.params["profile"], ch.name))["values"].get(name) or {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # no record, or no chapter's run
+        e = {}
+    if "fragile" not in e:
+        text = "Its spread between kernel variants is not yet recorded against this line."
+    elif e["fragile"]:
+        text = (
+            "Fragile: the spread measured between kernel variants reaches its margin to the line "
+            f"({e.get('margin', float('nan')):.2g}), so another machine may put it on the other side."
+        )
+    else:
+        text = "The spread measured between kernel variants stays inside its margin to the line."
+    if glue:
+        ch.glue(f"{name}_fragile", text)
+    return text
+
+
 def exact(ch, name: str, v: Any, *, why: str, note: str = "", glue: bool = True) -> Any:
     """Record ``v``, an integer (or a structure of integers) that no rounding can move, held exactly;
     ``why`` says what fixes it (the parameters, a theorem), and is kept in the record."""

@@ -43,7 +43,14 @@ def record_events(ch, ev: list[dict]) -> list[dict]:
     """Record the drivers' outcomes (settled count and steps, self-heals, final srank of drivers and healthy
     networks); returns the settled events, which the collapse section and the H1 verdict read."""
     settled = [e for e in ev if e["settled"] is not None]
-    checks.count(ch, "settled_count", len(settled), of=len(ev), note="drivers whose collapse settled")
+    checks.count(
+        ch,
+        "settled_count",
+        len(settled),
+        of=len(ev),
+        limits=(0.5, len(ev) // 2 + 0.5),
+        note="drivers whose collapse settled; H1 reads it against none and more than half",
+    )
     ch.value(
         "settled_steps",
         [e["settled"] for e in ev],
@@ -216,7 +223,9 @@ def record_branches(ch, p, study, settled: list[dict], rows: list[dict], healthy
         "branch_recovered",
         {t: sum(r[t]["recovered_after"] is not None for r in rows) for t in BRANCHES},
         of=n,
-        note="settled collapses whose branch recovered by the recovery rule (the stricter threshold)",
+        limits=(0.5, n // 2 + 0.5),
+        note="settled collapses whose branch recovered by the recovery rule (the stricter threshold); H1 "
+        "(and its control, on the reversed ramp) reads it against none and more than half",
     )
     ch.value(
         "branch_final_srank",
@@ -229,8 +238,9 @@ def record_branches(ch, p, study, settled: list[dict], rows: list[dict], healthy
         "healthy_settled",
         sum(v is not None for v in healthy_settled.values()),
         of=len(healthy_settled),
-        note="healthy networks on which the drivers' detector (armed at ramp_start) settled by the "
-        "driver's end",
+        limits=(0.5,),
+        note="H1's second control reads it against none: healthy networks on which the drivers' detector "
+        "(armed at ramp_start) settled by the driver's end",
     )
     for t, key in (("untreated", "untreated"), ("reversed-ramp", "reversed")):
         ch.glue(f"{key}_recovered", sum(r[t]["recovered_after"] is not None for r in rows))

@@ -257,6 +257,18 @@ def judge_h1(ch, p, settled: list[dict], info: dict, rows: list[dict], healthy_s
     ch.glue("h1_old_reason", oreason)
     ch.glue("h1_first_reason", freason)
     ch.glue("h1_reason", reason)
+    if ev["settled"]:
+        k = ev["settled"]
+        checks.count(
+            ch,
+            "h1_harmful",
+            _harmful(ev),
+            of=k,
+            limits=(0.5, k - 0.5),
+            note="settled collapses nearer the unigram loss than the healthy network's loss; H1 reads it "
+            "against none and all",
+        )
+    checks.fragile_text(ch, "settled_count")
     across = h1_across_interval(ev)
     ch.glue("h1_interval", checks.interval_text(across))
     ch.glue("h1_rule", RULE_H1)

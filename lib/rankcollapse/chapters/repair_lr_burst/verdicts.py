@@ -596,6 +596,48 @@ def _txt(v, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
+def judge_h6_lines(ch, ev6: dict, ps: dict) -> None:
+    """Record what :func:`verdict_h6`'s path test (:func:`path_state`) reads against its lines, each held to
+    its side of them: the median skip collapse's Q/K over the healthy median (testable only at or below
+    1/:data:`OPEN_FACTOR` squared), the settled bursts' median Q/K over the closed reference (open from
+    :data:`OPEN_FACTOR`) and how many settled bursts reach :data:`OPEN_FACTOR` times it (closed at none).
+    Each is recorded only where the rule reads it (a value that appears or vanishes fails the check)."""
+    closes, hq = ev6.get("qk_skip_median", ev6["qk_skip"]), ev6["qk_healthy"]
+    if closes is not None and hq:
+        checks.in_decades(
+            ch,
+            "h6_skip_vs_healthy_median",
+            closes / hq,
+            decades=1.0,
+            limits=(1.0 / OPEN_FACTOR**2,),
+            glue=False,
+            note="the median skip collapse's Q/K over the healthy median; H6's path test is made only at or "
+            f"below 1/{OPEN_FACTOR**2:g}",
+        )
+    if ps["vs_skip"] is not None:
+        checks.in_decades(
+            ch,
+            "h6_median_vs_skip",
+            ps["vs_skip"],
+            decades=1.0,
+            limits=(OPEN_FACTOR,),
+            glue=False,
+            note="the settled bursts' median Q/K over the closed reference; H6 reads it against "
+            f"{OPEN_FACTOR:g}",
+        )
+    checks.fragile_text(ch, "h6_median_vs_skip")
+    if ps["n_open"] is not None:
+        checks.count(
+            ch,
+            "h6_n_open",
+            ps["n_open"],
+            of=len(ev6["qk_collapsed"]),
+            limits=(0.5,),
+            note=f"settled bursts whose Q/K reaches {OPEN_FACTOR:g}x the closed reference; H6 calls the "
+            "path closed at none",
+        )
+
+
 def judge_h6_h7(
     ch, p, sm: dict, path: dict, rec_gaps: list, *, qk: dict, ext_rows: list, drivers: dict, healthy: dict
 ) -> tuple[list, dict]:
@@ -652,6 +694,7 @@ def judge_h6_h7(
     ps = path_state(ev6)
     ch.glue("h6_path", ps["state"])
     n_st = len(ev6["qk_collapsed"])
+    judge_h6_lines(ch, ev6, ps)
     ch.glue("h6_open_txt", "–" if ps["n_open"] is None else f"{ps['n_open']} of {n_st}")
     ch.glue("h6_reason", why6)
     ch.glue("h6_control_verdict", vc6)
@@ -708,7 +751,9 @@ def judge_h6_h7(
         "n_h7_judged",
         len(ev7["judged"]),
         of=len(ev6["qk_collapsed"]),
-        note="settled bursts recovered within the branch with a non-settled reference (H7 reads them)",
+        limits=(H7_MIN_JUDGED - 0.5,),
+        note="settled bursts recovered within the branch with a non-settled reference (H7 reads them; it "
+        f"needs {H7_MIN_JUDGED})",
     )
     ch.glue(
         "h7_extension_only",

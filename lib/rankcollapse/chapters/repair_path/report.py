@@ -25,6 +25,8 @@ from .experiments import (
 from .verdicts import (
     FADE_MARGIN,
     H4_CONTROL_KINDS,
+    H7_REFUTE,
+    H7_SUPPORT,
     HINGE_FADE,
     OPEN_GROUPS,
     OPEN_LABEL,
@@ -244,11 +246,13 @@ def record_reopening(ch, p, grads: dict, after_grads: dict, at_collapse: dict) -
     )
     a0 = p.probe_alphas[0]
     reopen_factor = reopen[a0] / at_collapse["qk_collapsed"]
-    ch.value(
+    checks.against(
+        ch,
         "reopen_factor",
         reopen_factor,
+        limits=(2, 5),
         rtol=1.0,
-        note="median Q/K gradient at the first probe alpha / at the collapse",
+        note="median Q/K gradient at the first probe alpha / at the collapse; H4 reads it against 2 and 5",
     )
     ch.glue("a0", a0)
     ch.glue("qk_a0", reopen[a0])
@@ -305,12 +309,15 @@ def record_reopen_control(ch, p, reopening: dict, rows: list[dict]) -> dict:
 def record_switches(ch, p, sw: dict) -> None:
     """Record the switches held at each alpha: events recovered, steps to recovery, final srank and loss
     gap to the healthy network, per event."""
+    ns = {len(sw[a]["rows"]) for a in p.switch_alphas}
+    half = (ns.pop() + 1) // 2 - 0.5 if len(ns) == 1 else None  # H4: "at least half the events recover"
     checks.count(
         ch,
         "switch_recovered",
         {str(a): sw[a]["recovered"] for a in p.switch_alphas},
         of={str(a): len(sw[a]["rows"]) for a in p.switch_alphas},
-        note="events recovered per held alpha",
+        limits=() if half is None else (half,),
+        note="events recovered per held alpha; H4 reads each against half the events",
     )
     ch.value(
         "switch_steps",
@@ -372,6 +379,17 @@ def record_h3_control(ch, p, ctl: list[dict], same: list[dict] | None = None) ->
         note="H3's control: median Q/K task gradient at alpha_min / the healthy one's; order of magnitude",
     )
     ok = [c for c in ctl if not c["collapsed"]]
+    if ok:
+        checks.in_decades(
+            ch,
+            "control_qk_median",
+            float(np.median([c["qk_ratio"] for c in ok])),
+            decades=1.0,
+            limits=(QK_OPEN,),
+            glue=False,
+            note="median over the uncollapsed shallower controls of their Q/K ratio; H3 reads it against "
+            "QK_OPEN",
+        )
     ch.glue("control_depth_g", p.control_depth)
     ch.glue("control_ok", f"{len(ok)} of {len(ctl)}")
     ch.glue("control_srank_text", _fmt_list(f"{c['final_srank']:.2f}" for c in ctl))
@@ -605,15 +623,18 @@ def record_h7_controls(ch, p, sw: dict, rows: list[dict], controls: dict) -> dic
         note="H7's never-collapsed controls: final 10-measurement median srank; trained",
     )
     ex = [x["excess"] for x in ev["pairs"]]
-    ch.value(
+    checks.against(
+        ch,
         "h7_excess_median_nats",
         float(np.median(ex)) if ex else float("nan"),
+        limits=(H7_REFUTE, H7_SUPPORT),
         atol=0.15,
         glue=False,
         note="nats: median over the recovered switches of the loss minus its control's at the same alpha "
         "and step (which switches recover changes with the kernels, so the median is recorded, not the "
-        "list); trained",
+        "list); H7 reads it against H7_REFUTE and H7_SUPPORT; trained",
     )
+    checks.fragile_text(ch, "h7_excess_median_nats")
     ch.glue("h7_excess_median", "none" if not ex else f"{float(np.median(ex)):.3f}")
     ch.glue(
         "h7_healthy_median",
@@ -1164,21 +1185,31 @@ def record_weight_ranks(ch, wr: dict) -> dict:
     t_col_vs_heal = float(
         np.median([wr[s]["collapsed"]["token_srank"] / wr[s]["healthy"]["token_srank"] for s in wr])
     )
-    ch.value(
-        "w_healthy_vs_init", w_heal_vs_init, rtol=0.3, note="median ratio of weight stable ranks; trained"
+    checks.against(
+        ch,
+        "w_healthy_vs_init",
+        w_heal_vs_init,
+        limits=(0.7,),
+        rtol=0.3,
+        note="median ratio of weight stable ranks; W1 reads it against 0.7; trained",
     )
-    ch.value(
+    checks.against(
+        ch,
         "w_collapsed_vs_healthy",
         w_col_vs_heal,
+        limits=(0.5, 2.0),
         rtol=0.3,
-        note="median ratio of weight stable ranks; trained",
+        note="median ratio of weight stable ranks; W1 reads it against 0.5 and 2; trained",
     )
-    ch.value(
+    checks.against(
+        ch,
         "token_collapsed_vs_healthy",
         t_col_vs_heal,
+        limits=(0.7,),
         rtol=0.3,
-        note="ratio of last-block token sranks; trained",
+        note="ratio of last-block token sranks; W1 reads it against 0.7; trained",
     )
+    checks.fragile_text(ch, "w_collapsed_vs_healthy")
     return {
         "w_healthy_vs_init": w_heal_vs_init,
         "w_collapsed_vs_healthy": w_col_vs_heal,

@@ -774,6 +774,7 @@ def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dic
         {"reopen_factor": ev["reopen_factor"], "ratios": [h["ratio"] for h in hy], "events": len(events)}
     )
     ch.value("h4_old_rule_verdict", old, note="the previous H4 rule (the reversed ramp) on the same runs")
+    judge_h4_lines(ch, ev)
     ch.glue("h4_reason", reason)
     across = h4_across_interval(ev)
     ch.glue("h4_interval", checks.interval_text(across))
@@ -787,6 +788,37 @@ def judge_h4(ch, p, events: list[dict], reopening: dict, hy: list[dict], sw: dic
         | {"old_rule": OLD_RULE_H4, "old_rule_verdict": old, "reason": reason, "across_interval": across}
         | ctl,
     )
+
+
+def judge_h4_lines(ch, ev: dict) -> None:
+    """Record the alphas :func:`verdict_h4` reads against multiples of the alpha of collapse, each over it
+    and held to its side of the rule's lines (NaN where the rule does not read it): the lowest held alpha
+    (the refutation is reachable at or below 1.5, with the rule's round-off allowance), and the smallest held
+    alpha at which half the events recover (refuted at or below 1.5, supported from 3)."""
+    acol, held = ev["alpha_col"], sorted(ev["held"])
+    nan = float("nan")
+    rec = [a for a, r, n in held if n and 2 * r >= n]
+    lowest = held[0][0] / acol if held and acol > 0 else nan
+    arec = rec[0] / acol if rec and acol > 0 else nan
+    checks.against(
+        ch,
+        "h4_lowest_held_vs_collapse",
+        lowest,
+        limits=(1.5 * (1 + 1e-9),),
+        glue=False,
+        note="the lowest held alpha over the alpha of collapse; H4's refutation is reachable at or below "
+        "1.5 (with its 1e-9 round-off allowance)",
+    )
+    checks.against(
+        ch,
+        "h4_recovery_vs_collapse",
+        arec,
+        limits=(1.5, 3.0),
+        glue=False,
+        note="the smallest held alpha recovering half the events over the alpha of collapse; H4 reads it "
+        "against 1.5 and 3",
+    )
+    checks.fragile_text(ch, "h4_lowest_held_vs_collapse")
 
 
 def h4_control(ch, ev: dict, rows: list[dict] | None) -> dict:

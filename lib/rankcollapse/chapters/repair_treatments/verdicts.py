@@ -395,6 +395,50 @@ def power_text(ev: dict) -> str:
     return f"with {n} events × {terms} loss terms = {big_n} branches, {sup}, {ref}"
 
 
+def judge_h2_lines(ch, ev: dict, lo: float, hi: float) -> None:
+    """Record what :func:`verdict_h2` reads against its lines, each held to its side of them (NaN where the
+    rule has nothing to read): the pooled rate's one-sided upper bound ``hi`` (supported only at or below
+    :data:`H2_MAX_RATE`), its lower bound ``lo`` less the untreated control's rate (refuted above it), the
+    reversed ramp's lower bound less the same (the positive control must exceed it), and the hinge's median
+    rho over the penalty's (the push, read against :data:`PUSH_RATIO`)."""
+    n, un, rev = ev["events"], ev.get("untreated_recovered"), ev.get("reversed_ramp_recovered")
+    u = None if un is None or not n else un / n
+    nan = float("nan")
+    rho = ev.get("rho_median") or {}
+    h, pn = rho.get("hinge-1x"), rho.get("penalty-1x")
+    for name, v, lines, what in (
+        ("h2_upper_bound", hi, (H2_MAX_RATE,), "the pooled repair rate's one-sided upper bound"),
+        (
+            "h2_lower_minus_untreated",
+            nan if u is None else lo - u,
+            (H2_MAX_RATE,),
+            "the pooled repair rate's one-sided lower bound less the untreated control's rate",
+        ),
+        (
+            "h2_reversed_lower_minus_untreated",
+            nan if u is None or rev is None else rate_bounds(rev, n)[0] - u,
+            (H2_MAX_RATE,),
+            "the reversed ramp's one-sided lower bound less the untreated control's rate (the positive "
+            "control)",
+        ),
+        (
+            "h2_hinge_over_penalty",
+            h / pn if h is not None and pn else nan,
+            (PUSH_RATIO,),
+            "the hinge-1x median rho over the penalty-1x's (the push)",
+        ),
+    ):
+        checks.against(
+            ch,
+            name,
+            v,
+            limits=lines,
+            glue=False,
+            note=f"{what}; RULE_H2 reads it against {lines[0]:g}",
+        )
+    checks.fragile_text(ch, "h2_upper_bound")
+
+
 def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
     """Record whether the 1x medians of rho follow the paper's order penalty < cosine < hinge; H2 by
     :data:`RULE_H2` under the paper's literal threshold (over the events where it lies above the collapse
@@ -474,6 +518,7 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
         glue=False,
     )
     ch.glue("h2_detectable_pct", "–" if det is None else f"{100 * det:.0f}%")
+    judge_h2_lines(ch, ev, lo, hi)
     ch.glue("h2_power", power_text(ev))
     cal_ok = all(summary[t]["calib_error"] <= CALIB_CHECK for t in terms)
     return ch.verdict(
