@@ -219,6 +219,44 @@ def test_a_value_a_rule_reads_against_a_line_is_held_no_wider_than_its_margin():
         checks.against(_Ch(), "z", 1.0, limits=())
 
 
+def test_a_capped_value_that_moved_away_from_its_lines_is_held_to_its_measured_spread():
+    """The cap bounds a move toward a line. A value that moved away from every line (same side, farther
+    from the nearest one) changes no reading of the rule: it is held to the tolerance measured before the
+    cap, and still fails beyond it or across a line."""
+    ch = _Ch()
+    checks.against(ch, "x", 4.0, limits=(1.5, 3.0))  # a rule reads x against 1.5 and 3: margin 1
+    e = {**ch.results.values["x"], "rtol": 0.0}
+    x = records.record_with_spread(_doc({"x": e}), {"scalar": _doc({"x": {**e, "value": 24.0}})})["values"][
+        "x"
+    ]
+    assert x["fragile"] and x["rtol"] * 4.0 + x["atol"] <= 1.0 + 1e-12 and x["away"]["rtol"] >= 5.0
+    assert records.kind_violations(_doc({"x": x})) == []
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 24.0}}))[0].ok  # away: the spread holds
+    assert records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 3.5}}))[0].ok  # toward, inside the cap
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": 2.9}}))[0].ok  # across the line
+    too_far = 4.0 * (1 + 2 * x["away"]["rtol"])
+    assert not records.compare(_doc({"x": x}), _doc({"x": {**e, "value": too_far}}))[0].ok
+
+
+def test_a_ratio_in_decades_capped_at_its_lines_that_moved_away_is_held_to_its_measured_spread():
+    """The same for a ratio read in decades: lines 0.5 and 2, recorded at 0.05 (1 decade below 0.5), a
+    variant at 0.5e-2: 4 x 1 decade measured, capped at the 1-decade margin; a move farther below is held to
+    the 4 decades measured, a move toward the line to the cap, a move across it fails."""
+    e = _entry(kind="log", v=0.05, decades=0.3, limits=(0.5, 2.0))
+    x = records.record_with_spread(_doc({"x": e}), {"zen4": _doc({"x": {**e, "value": 0.005}})})["values"][
+        "x"
+    ]
+    assert x["decades"] == pytest.approx(1.0) and x["fragile"] and x["away_decades"] == pytest.approx(4.0)
+    assert records.kind_violations(_doc({"x": x})) == []
+
+    def ok(v):
+        return records.compare(_doc({"x": x}), _doc({"x": {**e, "value": v}}))[0].ok
+
+    assert ok(0.005) and ok(1e-5)  # away from the lines: within the 4 measured decades
+    assert not ok(1e-6)  # away, but beyond the measured spread
+    assert ok(0.3) and not ok(0.6)  # toward the line: inside the cap; across it: fails
+
+
 def test_a_count_a_rule_reads_against_a_line_is_held_to_its_side():
     e = _entry(kind="count", v=5, of=7, limits=(3.5,))  # a rule "at least 4 of 7"
     x = records.record_with_spread(_doc({"x": e}), {"avx2": _doc({"x": {**e, "value": 5}})})["values"]["x"]

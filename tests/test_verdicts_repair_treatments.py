@@ -333,7 +333,9 @@ def test_judge_h2_records_the_control_beside_the_verdict_and_the_earlier_rules()
     # the literal judgement: the four events at or below 1.5 are shown, not judged; hinge-4x 2 of 3
     assert ev["literal"]["events"] == 3 and set(ev["literal"]["excluded_seeds"]) == {"1", "4", "5", "6"}
     assert ev["literal"]["recovered_by_term"]["hinge-4x"] == 2
-    assert ch.values["h2_verdict_literal"] == ev["literal"]["verdict"]
+    assert ch.glued["h2_verdict_literal"] == ev["literal"]["verdict"]
+    assert ch.values["h2_literal_counts"]["recovered_by_term"]["hinge-4x"] == 2
+    assert ch.values["h2_literal_counts"]["events"] == 3
     assert ch.glued["h2_control_verdict"] == "refuted" and ch.glued["h2_branches"] == 35
     assert (
         "4 of 7 events" in ch.glued["h2_literal_excluded"]

@@ -153,6 +153,11 @@ def compare(recorded: dict, now: dict) -> list[Row]:
         if lims:  # a value a rule reads against lines: also on the same side of every one
             ok = ok and same_side(rec["value"], nv[name]["value"], lims)
             tol += f", same side of {', '.join(f'{x:g}' for x in lims)}"
+            aw = rec.get("away")
+            if aw and not ok and moved_away(rec["value"], nv[name]["value"], lims):
+                # away from every line: the measured tolerance before the cap holds it
+                ok = _close(rec["value"], nv[name]["value"], aw["rtol"], aw["atol"])
+                tol += f" (moved away from them: rtol={aw['rtol']:g} atol={aw['atol']:g})"
         rows.append(Row(name, rec["value"], nv[name]["value"], tol, ok))
     rd, nd = recorded.get("verdicts", {}), now.get("verdicts", {})
     for cid in list(rd) + [c for c in nd if c not in rd]:
@@ -262,6 +267,15 @@ def margin_abs(v: Any, limits) -> list[float]:
     return out
 
 
+def moved_away(a: Any, b: Any, limits) -> bool:
+    """Whether ``b`` lies on the same side of every line in ``limits`` as ``a``, and each numeric leaf of
+    ``b`` at least as far from its nearest line as that leaf of ``a``."""
+    if not same_side(a, b, limits):
+        return False
+    ma, mb = margin_abs(a, limits), margin_abs(b, limits)
+    return len(ma) == len(mb) and all(y >= x for x, y in zip(ma, mb))
+
+
 def _int_leaves(v: Any) -> bool:
     leaves = [x for _, x in _leaves(v)]
     return bool(leaves) and all(isinstance(x, int) and not isinstance(x, bool) for x in leaves)
@@ -284,6 +298,9 @@ def cap_at_lines(entry: dict, measured_abs: float) -> tuple[dict, str]:
     out["margin"] = m
     out["fragile"] = bool(measured_abs >= m)
     rtol, atol = float(out.get("rtol", 0.0)), float(out.get("atol", 0.0))
+    # the cap bounds a move toward a line; a move away from every line keeps the measured tolerance (field
+    # ``away``): a value that moved away changes no reading of the rule, and is still held to its spread
+    away = {"rtol": rtol, "atol": atol}
     capped = False
     if _int_leaves(entry["value"]):  # integers move by whole steps: the same-side check holds the line
         if rtol > 0 or atol > max(1.0, math.floor(m)):
@@ -294,6 +311,8 @@ def cap_at_lines(entry: dict, measured_abs: float) -> tuple[dict, str]:
         room = [(mi - atol) / abs(x) for x, mi in zip(leaves, margins) if x != 0]
         rtol = max(0.0, min([rtol, *room]))
     out["rtol"], out["atol"] = rtol, atol
+    if capped:
+        out["away"] = away
     text = f"margin {m:.3g} to the rule's line(s) {', '.join(f'{x:g}' for x in lims)}"
     if capped:
         text = f"capped at its {text}"
@@ -319,6 +338,11 @@ def _compare_kind(name: str, rec: dict, now: dict) -> Row:
     how = f"within {rec['decades']:.3g} decades" + (
         f", same side of {', '.join(f'{x:g}' for x in lims)}" if lims else ""
     )
+    aw = rec.get("away_decades")
+    if aw and not ok and moved_away(rec["value"], now["value"], lims):
+        # away from every line: the measured tolerance before the cap holds it (as for rtol/atol values)
+        ok = d <= aw
+        how += f" (moved away from them: within {aw:.3g} decades)"
     return Row(name, rec["value"], now["value"], how, ok)
 
 
@@ -367,6 +391,9 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried:
             out["margin"] = m
             out["fragile"] = bool(d >= m)
             if tol > m:
+                # the cap bounds a move toward a line; a move away from every line keeps the measured
+                # tolerance (field ``away_decades``), as :func:`cap_at_lines` keeps ``away``
+                out["away_decades"] = tol
                 tol = m
                 meas += f", capped at its margin to the rule's line(s) {', '.join(f'{x:g}' for x in lims)}"
             if out["fragile"]:

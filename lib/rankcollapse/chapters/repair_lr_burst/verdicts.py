@@ -713,6 +713,16 @@ def judge_h6_h7(
     v7, why7 = verdict_h7(ev7)
     ctl7 = h7_control_evidence(p, bursts)
     vc7, whyc7 = verdict_h7(ctl7)
+    if len(ev7["judged"]) < H7_MIN_JUDGED:
+        # a control stands beside a decision; where H7 itself judged too few bursts there is none (added
+        # after the smoke runs: there the control's count of non-settled bursts, 2 or 3, moved with kernels)
+        vc7, whyc7 = (
+            "not run",
+            (
+                f"H7 itself judged {len(ev7['judged'])} bursts (it needs {H7_MIN_JUDGED}), so there is no "
+                f"decision for the control to stand beside; on its own the same rule reads: {vc7} ({whyc7})"
+            ),
+        )
     old_ev7 = {
         "recovered_gaps": rec_gaps,
         "n_collapsed": len(path["col_rows"]),

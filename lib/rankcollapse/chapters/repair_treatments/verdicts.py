@@ -461,11 +461,18 @@ def judge_h2(ch, p, events: list[dict], summary: dict) -> str:
     )
     lit = h2_evidence(p, events, summary, literal=True)
     v_lit, why_lit = verdict_h2(lit)
+    # the literal reading is secondary (the stricter threshold decides) and moved between kernel variants at
+    # smoke (avx2: refuted, the others inconclusive): recorded through the counts it reads, glued as a word
+    ch.glue("h2_verdict_literal", v_lit)
     ch.value(
-        "h2_verdict_literal",
-        v_lit,
-        note="H2 by the same rule, recovery at half the healthy srank, over the events where that lies "
-        "above the collapse threshold",
+        "h2_literal_counts",
+        {
+            "events": lit["events"],
+            "recovered_by_term": lit["recovered_by_term"],
+            "untreated_recovered": lit["untreated_recovered"],
+        },
+        note="the counts H2's rule reads under the paper's literal threshold (recovery at half the healthy "
+        "srank), over the events where that lies above the collapse threshold",
     )
     ch.glue("h2_reason_literal", why_lit)
     ch.glue("h2_literal_judged", lit["events"])
