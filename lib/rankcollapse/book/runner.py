@@ -596,6 +596,11 @@ def _run_parallel_chapters(
             proc.join(max(0.1, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
+        # a chapter process ended by the signal before its own clean-up ran (between making its partial
+        # folder and entering the block that removes it, or killed after the grace period) leaves
+        # `.<chapter>-<pid>-*`: every process is gone now, so its partial folder goes too
+        for n in names:
+            sweep_abandoned(outs[n].parent, n)
         raise
     ex.shutdown(wait=True)
 
