@@ -290,6 +290,16 @@ def test_h7_without_a_reference_or_a_recovery():
     assert v == "inconclusive" and "cancel by construction" in why
 
 
+def test_h7_control_runs_only_beside_a_decision_and_keeps_its_own_reading():
+    three = [(0.43, 0.40), (0.44, 0.41), (0.42, 0.39)]
+    control = _s7([(r, r) for g, r in three], n_settled=0)  # on its own: refuted
+    # H7 judged three bursts: the control is the same rule on the bursts that did not settle
+    assert verdicts.verdict_h7_control(_s7(three), control) == verdicts.verdict_h7(control)
+    # H7 judged fewer than it needs: no decision to stand beside, but the reading is kept in the reason
+    v, why = verdicts.verdict_h7_control(_s7(three[:2]), control)
+    assert v == "not run" and "judged 2 bursts" in why and "reads: refuted" in why
+
+
 def test_h6_evidence_counts_classes_and_the_skip_control_is_refuted():
     p = SimpleNamespace(
         multipliers=[8.0, 32.0], seeds=[0, 1], threshold=1.5, recover_frac=0.5, recover_window=1

@@ -280,6 +280,22 @@ def verdict_h7(evidence: dict) -> tuple[str, str]:
 VERDICTS = {"H6": verdict_h6, "H7": verdict_h7}
 
 
+def verdict_h7_control(evidence: dict, control: dict) -> tuple[str, str]:
+    """H7's control: :func:`verdict_h7` on ``control`` (the bursts that did not settle), run only where H7
+    itself judged :data:`H7_MIN_JUDGED` bursts or more in ``evidence``. Otherwise "not run": a control
+    stands beside a decision, and there is none (this condition was added after the smoke runs, where the
+    control's own count of non-settled bursts moved with the kernels); the reason keeps what the same rule
+    reads on the control alone."""
+    v, why = verdict_h7(control)
+    n = len(evidence["judged"])
+    if n >= H7_MIN_JUDGED:
+        return v, why
+    return "not run", (
+        f"H7 itself judged {n} bursts (it needs {H7_MIN_JUDGED}), so there is no decision for the control "
+        f"to stand beside; on its own the same rule reads: {v} ({why})"
+    )
+
+
 def verdict_h6_dip(evidence: dict, testable_on: str = "median") -> tuple[str, str]:
     """H6 by the previous rule, :data:`RULE_H6_DIP` (a collapse = a rolling-median dip; kept to show its
     verdict beside :func:`verdict_h6`'s), from ``qk_collapsed`` (Q/K of each collapsed burst right after it),
@@ -712,17 +728,7 @@ def judge_h6_h7(
     ev7 = h7_evidence(p, bursts)
     v7, why7 = verdict_h7(ev7)
     ctl7 = h7_control_evidence(p, bursts)
-    vc7, whyc7 = verdict_h7(ctl7)
-    if len(ev7["judged"]) < H7_MIN_JUDGED:
-        # a control stands beside a decision; where H7 itself judged too few bursts there is none (added
-        # after the smoke runs: there the control's count of non-settled bursts, 2 or 3, moved with kernels)
-        vc7, whyc7 = (
-            "not run",
-            (
-                f"H7 itself judged {len(ev7['judged'])} bursts (it needs {H7_MIN_JUDGED}), so there is no "
-                f"decision for the control to stand beside; on its own the same rule reads: {vc7} ({whyc7})"
-            ),
-        )
+    vc7, whyc7 = verdict_h7_control(ev7, ctl7)
     old_ev7 = {
         "recovered_gaps": rec_gaps,
         "n_collapsed": len(path["col_rows"]),
@@ -781,6 +787,7 @@ def judge_h6_h7(
     ch.glue("h7_old_reason", old_why7)
     ch.glue("h7_rule_change", RULE_H7_CHANGE)
     ch.glue("h7_support", H7_SUPPORT)
+    ch.glue("h7_min_judged", H7_MIN_JUDGED)
     ch.glue("rule7", RULE_H7)
     ch.glue("old_rule7", RULE_H7_OLD)
     return bursts, ev6
