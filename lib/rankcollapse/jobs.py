@@ -188,15 +188,41 @@ class _JobLog:
             )
 
 
+STAGE_RE = r"(\d+) jobs?, (\d+) at a time$"  # what stage_line writes
+DONE_RE = r"^done: .* \((\d+) of (\d+)\)$"  # what done_line writes
+
+
+def stage_line(n: int, workers: int) -> str:
+    """The progress line that opens a stage of ``n`` jobs run ``workers`` at a time (matches STAGE_RE)."""
+    return f"{n} job{'s' if n != 1 else ''}, {workers} at a time"
+
+
+def done_line(label: str, k: int, n: int) -> str:
+    """The progress line of the ``k``-th of ``n`` jobs of a stage to finish (matches DONE_RE)."""
+    return f"done: {label} ({k} of {n})"
+
+
 def run_parallel(fn, jobs: list[dict], workers: int = 1, log=None, labels=None, scheduler_=None) -> list:
     """``[fn(**job) for job in jobs]``: in this process when ``workers <= 1`` (and no scheduler), else in
     spawned processes (one thread each), or on the Dask cluster of ``scheduler_`` (default:
-    :func:`scheduler`). Results come back in job order; ``log("done: <label>")`` as each finishes; each job
-    and the stage are recorded in ``$RCBOOK_JOB_LOG`` when it is set."""
+    :func:`scheduler`). Results come back in job order; ``log`` gets :func:`stage_line` before the first job
+    and :func:`done_line` (``done: <label> (k of n)``) as each finishes, from which the runner's ETA reads
+    what the stage has left (:mod:`rankcollapse.book.progress`); each job and the stage are recorded in
+    ``$RCBOOK_JOB_LOG`` when it is set."""
     if not jobs:
         return []
     labels = labels or [str(i) for i in range(len(jobs))]
     sched = scheduler() if scheduler_ is None else scheduler_
+    n = len(jobs)
+    if log:
+        log(stage_line(n, 1 if (sched is None and workers <= 1) else min(max(1, workers), n)))
+    count = iter(range(1, n + 1))
+    if log:
+        log_ = log
+
+        def log(msg: str) -> None:  # "done: <label>" -> "done: <label> (k of n)"
+            log_(done_line(msg[len("done: ") :], next(count), n))
+
     if sched is not None:
         mode = "dask-local" if sched == "local" else "dask-remote"
         jl = _JobLog(len(jobs), max(1, workers), mode)

@@ -8,17 +8,28 @@ The ETA counts what the chapters not yet ended are expected to cost, from ``data
 (what each chapter cost from an empty store, in CPU seconds, on the cores it had): the longest of the running
 chapters' remaining times and the remaining CPU time spread over the cores, whichever is larger. A store
 that already holds trained states makes the build faster than that; the panel says the ETA assumes an
-empty store. Runner-side: nothing here changes what a chapter computes.
+empty store. A running chapter's current stage of training jobs (its ``N jobs, W at a time`` and
+``done: <label> (k of N)`` lines, :func:`rankcollapse.jobs.run_parallel`) also says what that stage has
+left, at the pace of its jobs so far; the chapter's remaining time is never less than that. A chapter that
+has run past its recorded cost (a slower machine, a chapter run alone that trains what the book's order
+had another chapter train, or code that grew since the costs were recorded) has no estimate beyond its
+current stage: the ETA is then a lower bound and says so, naming the chapter, rather than a guess.
+Runner-side: nothing here changes what a chapter computes.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
 from pathlib import Path
 
+from ..jobs import DONE_RE, STAGE_RE
 from .notebook import PROGRESS_LOG
+
+_LINE = re.compile(r"^\[\S+\s+([0-9.]+)s\] (.*)$")  # "[<chapter> <seconds>s] <message>" (notebook.progress)
+_STAGE, _DONE = re.compile(STAGE_RE), re.compile(DONE_RE)
 
 
 def _fmt(s: float) -> str:
@@ -51,6 +62,9 @@ class Progress:
         self.started: dict[str, float] = {}
         self.ended: dict[str, str] = {}
         self.last_line: dict[str, str] = {}
+        # chapter -> its current stage: {"t0", "n", "k", "tk"} in the chapter's own seconds, and "at": the
+        # chapter's seconds of its latest line with the runner's clock when that line was read
+        self.stage: dict[str, dict] = {}
         self._seen: dict[Path, int] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -91,6 +105,8 @@ class Progress:
                 continue
             new = lines[self._seen.get(log, 0) :]
             self._seen[log] = len(lines)
+            for ln in new:
+                self._read_stage(name, ln)
             if new:
                 self.last_line[name] = new[-1]
                 if not self.live:
@@ -103,31 +119,75 @@ class Progress:
                 if name not in self.ended:
                     self._poll_one(name)
 
+    def _read_stage(self, name: str, line: str) -> None:
+        m = _LINE.match(line)
+        if not m:
+            return
+        t, msg = float(m.group(1)), m.group(2)
+        st = self.stage.get(name)
+        if (o := _STAGE.search(msg)) is not None:
+            self.stage[name] = st = {"t0": t, "n": int(o.group(1)), "k": 0, "tk": t}
+        elif (d := _DONE.match(msg)) is not None and st is not None and int(d.group(2)) == st["n"]:
+            st["k"], st["tk"] = int(d.group(1)), t
+        if st is not None:
+            st["at"] = (t, time.perf_counter())
+
+    def stage_left(self, name: str, now: float | None = None) -> float | None:
+        """Seconds the running chapter's current stage still needs at the pace of its finished jobs (None:
+        no stage under way, or none of its jobs finished yet)."""
+        st = self.stage.get(name)
+        if not st or not st["k"] or st["k"] >= st["n"]:
+            return None
+        t_line, seen = st["at"]
+        t_now = t_line + ((time.perf_counter() if now is None else now) - seen)  # the chapter's seconds now
+        per_job = (st["tk"] - st["t0"]) / st["k"]
+        return max(0.0, st["t0"] + st["n"] * per_job - t_now)
+
     # -- the estimate -------------------------------------------------------------------------------------
-    def eta(self) -> float | None:
-        """Seconds still expected (None when a chapter left has no recorded cost)."""
+    def _estimate(self) -> tuple[float | None, list[str]]:
+        """(seconds still expected, the running chapters past their recorded cost). With such chapters the
+        seconds are a lower bound: those chapters count only what their current stage has left."""
         now = time.perf_counter()
-        left_work, longest = 0.0, 0.0
+        left_work, longest, past = 0.0, 0.0, []
         for name in self.outs:
             if name in self.ended:
                 continue
             e = self.expected.get(name, float("inf"))
             if e == float("inf"):
-                return None
+                return None, past
             if name in self.started:
                 ran = now - self.started[name]
-                # past its recorded cost (a slower or busier machine): at least a tenth of its time again
-                left = e - ran if ran < 0.9 * e else max(e - ran, 0.1 * ran)
+                stage = self.stage_left(name, now) or 0.0
+                if ran < e:
+                    left = max(e - ran, stage)
+                else:  # past its recorded cost: nothing known beyond its current stage
+                    left = stage
+                    past.append(name)
             else:
                 left = e
             left_work += left
             longest = max(longest, left)
-        return max(longest, left_work / self.cores)
+        return max(longest, left_work / self.cores), past
+
+    def eta(self) -> float | None:
+        """Seconds still expected (None when a chapter left has no recorded cost); a lower bound when a
+        running chapter has passed its recorded cost (:meth:`summary` says so)."""
+        return self._estimate()[0]
 
     def summary(self) -> str:
         done, total = len(self.ended), len(self.outs)
-        eta = self.eta()
-        eta_s = "unknown (no recorded cost)" if eta is None else f"~{_fmt(eta)} (from an empty store)"
+        eta, past = self._estimate()
+        if eta is None:
+            eta_s = "unknown (no recorded cost)"
+        elif past:
+            names = ", ".join(past)
+            eta_s = (
+                f"at least ~{_fmt(eta)} ({names} ran past {'its' if len(past) == 1 else 'their'} recorded "
+                f"cost from an empty store, so only {'its' if len(past) == 1 else 'their'} current stage is "
+                "counted)"
+            )
+        else:
+            eta_s = f"~{_fmt(eta)} (from an empty store)"
         return f"{done}/{total} chapters done, {_fmt(time.perf_counter() - self.t0)} elapsed, ETA {eta_s}"
 
     def _panel(self):
