@@ -180,11 +180,11 @@ class Progress:
         if eta is None:
             eta_s = "unknown (no recorded cost)"
         elif past:
-            names = ", ".join(past)
+            one = len(past) == 1
             eta_s = (
-                f"at least ~{_fmt(eta)} ({names} ran past {'its' if len(past) == 1 else 'their'} recorded "
-                f"cost from an empty store, so only {'its' if len(past) == 1 else 'their'} current stage is "
-                "counted)"
+                f"at least ~{_fmt(eta)} ({', '.join(past)} ran past {'its' if one else 'their'} recorded "
+                f"cost{'' if one else 's'} from an empty store, so only {'its' if one else 'their'} current "
+                f"stage{'' if one else 's'} {'is' if one else 'are'} counted)"
             )
         else:
             eta_s = f"~{_fmt(eta)} (from an empty store)"
