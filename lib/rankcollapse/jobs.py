@@ -214,45 +214,42 @@ def run_parallel(fn, jobs: list[dict], workers: int = 1, log=None, labels=None, 
     labels = labels or [str(i) for i in range(len(jobs))]
     sched = scheduler() if scheduler_ is None else scheduler_
     n = len(jobs)
-    if log:
-        log(stage_line(n, 1 if (sched is None and workers <= 1) else min(max(1, workers), n)))
-    count = iter(range(1, n + 1))
-    if log:
-        log_ = log
-
-        def log(msg: str) -> None:  # "done: <label>" -> "done: <label> (k of n)"
-            log_(done_line(msg[len("done: ") :], next(count), n))
-
     if sched is not None:
         mode = "dask-local" if sched == "local" else "dask-remote"
-        jl = _JobLog(len(jobs), max(1, workers), mode)
+        jl = _JobLog(n, max(1, workers), mode)
+        if log:
+            log(stage_line(n, min(max(1, workers), n)))
         out = _run_dask(fn, jobs, workers, log, labels, sched, jl)
         jl.done()
         return out
-    if workers <= 1 or len(jobs) <= 1:
-        jl = _JobLog(len(jobs), 1, "serial")
+    if workers <= 1 or n <= 1:
+        jl = _JobLog(n, 1, "serial")
+        if log:
+            log(stage_line(n, 1))
         out = []
-        for lab, j in zip(labels, jobs):
+        for k, (lab, j) in enumerate(zip(labels, jobs), 1):
             res, rec = _timed(fn, j)
             out.append(res)
             jl.job(lab, rec)
             if log:
-                log(f"done: {lab}")
+                log(done_line(lab, k, n))
         jl.done()
         return out
-    workers = min(workers, len(jobs))
-    jl = _JobLog(len(jobs), workers, "pool")
+    workers = min(workers, n)
+    jl = _JobLog(n, workers, "pool")
+    if log:
+        log(stage_line(n, workers))
     ctx = mp.get_context("spawn")
-    res_ = [None] * len(jobs)
+    res_ = [None] * n
     # this process only waits meanwhile: its core of the run's budget goes to the jobs (rankcollapse.cores)
     with cores.released(), cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker) as ex:
         futs = {ex.submit(_call, fn, j): i for i, j in enumerate(jobs)}
-        for f in cf.as_completed(futs):
+        for k, f in enumerate(cf.as_completed(futs), 1):
             i = futs[f]
             res_[i], rec = f.result()
             jl.job(labels[i], rec)
             if log:
-                log(f"done: {labels[i]}")
+                log(done_line(labels[i], k, n))
     jl.done()
     return res_
 
@@ -312,12 +309,12 @@ def _run_dask(fn, jobs, workers, log, labels, sched: str, jl: _JobLog) -> list:
         futs = [client.submit(_call_env, fn, j, want, pure=False) for j in jobs]
         index = {f.key: i for i, f in enumerate(futs)}
         res_ = [None] * len(jobs)
-        for f in as_completed(futs):
+        for k, f in enumerate(as_completed(futs), 1):
             i = index[f.key]
             res_[i], rec = f.result()
             jl.job(labels[i], rec)
             if log:
-                log(f"done: {labels[i]} (dask)")
+                log(done_line(f"{labels[i]} (dask)", k, len(jobs)))
         return res_
     finally:
         client.close()
