@@ -1,6 +1,7 @@
 """What a person watching a run sees: stage lines once each in a log, and an ETA from the recorded costs."""
 
 import io
+import re
 import time
 
 from rankcollapse.book.progress import Progress
@@ -58,6 +59,22 @@ def test_a_stage_of_jobs_says_what_it_has_left_at_the_pace_of_its_jobs(tmp_path)
     assert "at least" not in pr.summary()
 
 
+def test_a_resumed_stage_is_paced_by_the_jobs_it_trains_not_by_those_the_store_served(tmp_path):
+    out = tmp_path / "build" / "full" / "ch"
+    running = out.parent / ".ch-123-abc"
+    running.mkdir(parents=True)
+    served = "".join(f"[ch    10.{k:02d}s] done: j{k} ({k} of 100)\n" for k in range(1, 91))  # all at once
+    trained = "".join(f"[ch    {10 + 30 * i}.5s] done: t{i} ({90 + i} of 100)\n" for i in range(1, 5))
+    (running / "progress.log").write_text("[ch     10.0s] 100 jobs, 1 at a time\n" + served + trained)
+    pr = Progress({"ch": out}, {"ch": 10.0}, 1, "full", stream=io.StringIO(), live=False)
+    pr.started["ch"] = time.perf_counter() - 130.5
+    pr.poll()
+    # 94 of 100 done; the last four took 30 s each, so six more take about 180 s (the whole stage's average,
+    # 1.3 s a job, would say 8 s)
+    assert 175 < pr.stage_left("ch") <= 180
+    assert re.search(r"at least ~(2:5\d|3:00) ", pr.summary())
+
+
 def test_past_its_recorded_cost_the_eta_is_a_lower_bound_that_says_so(tmp_path):
     pr = _progress_with_stage(tmp_path, expected=20.0, started_ago=30.0)
     assert 79 < pr.eta() <= 80  # not a tenth of the elapsed time: what the running stage has left
@@ -72,8 +89,6 @@ def _negate(x):
 
 
 def test_run_parallel_writes_the_lines_the_eta_reads():
-    import re
-
     from rankcollapse.jobs import DONE_RE, STAGE_RE, run_parallel
 
     lines = []

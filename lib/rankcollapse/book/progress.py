@@ -10,7 +10,9 @@ chapters' remaining times and the remaining CPU time spread over the cores, whic
 that already holds trained states makes the build faster than that; the panel says the ETA assumes an
 empty store. A running chapter's current stage of training jobs (its ``N jobs, W at a time`` and
 ``done: <label> (k of N)`` lines, :func:`rankcollapse.jobs.run_parallel`) also says what that stage has
-left, at the pace of its jobs so far; the chapter's remaining time is never less than that. A chapter that
+left, at the pace of its most recent jobs (a resumed stage serves its finished jobs from the store at once,
+so its pace since the stage began would say nothing of the jobs still to train); the chapter's remaining
+time is never less than that. A chapter that
 has run past its recorded cost (a slower machine, a chapter run alone that trains what the book's order
 had another chapter train, or code that grew since the costs were recorded) has no estimate beyond its
 current stage: the ETA is then a lower bound and says so, naming the chapter, rather than a guess.
@@ -30,6 +32,7 @@ from .notebook import PROGRESS_LOG
 
 _LINE = re.compile(r"^\[\S+\s+([0-9.]+)s\] (.*)$")  # "[<chapter> <seconds>s] <message>" (notebook.progress)
 _STAGE, _DONE = re.compile(STAGE_RE), re.compile(DONE_RE)
+PACE_WINDOW = 4  # the stage's pace is read over its last max(PACE_WINDOW, 2 x workers) finished jobs
 
 
 def _fmt(s: float) -> str:
@@ -126,22 +129,27 @@ class Progress:
         t, msg = float(m.group(1)), m.group(2)
         st = self.stage.get(name)
         if (o := _STAGE.search(msg)) is not None:
-            self.stage[name] = st = {"t0": t, "n": int(o.group(1)), "k": 0, "tk": t}
+            self.stage[name] = st = {"t0": t, "n": int(o.group(1)), "w": int(o.group(2)), "k": 0, "done": []}
         elif (d := _DONE.match(msg)) is not None and st is not None and int(d.group(2)) == st["n"]:
-            st["k"], st["tk"] = int(d.group(1)), t
+            st["k"] = int(d.group(1))
+            st["done"].append(t)
         if st is not None:
             st["at"] = (t, time.perf_counter())
 
     def stage_left(self, name: str, now: float | None = None) -> float | None:
-        """Seconds the running chapter's current stage still needs at the pace of its finished jobs (None:
-        no stage under way, or none of its jobs finished yet)."""
+        """Seconds the running chapter's current stage still needs at the pace of its most recent finished
+        jobs (None: no stage under way, or none of its jobs finished yet). The pace is the time its last
+        ``max(PACE_WINDOW, 2 x workers)`` jobs took to finish (from the stage's start while fewer have), so
+        jobs served from the store when a run resumes stop counting once that many have trained."""
         st = self.stage.get(name)
         if not st or not st["k"] or st["k"] >= st["n"]:
             return None
         t_line, seen = st["at"]
         t_now = t_line + ((time.perf_counter() if now is None else now) - seen)  # the chapter's seconds now
-        per_job = (st["tk"] - st["t0"]) / st["k"]
-        return max(0.0, st["t0"] + st["n"] * per_job - t_now)
+        times = [st["t0"], *st["done"]]
+        w = min(len(times) - 1, max(PACE_WINDOW, 2 * st["w"]))
+        per_job = (times[-1] - times[-1 - w]) / w
+        return max(0.0, times[-1] + (st["n"] - st["k"]) * per_job - t_now)
 
     # -- the estimate -------------------------------------------------------------------------------------
     def _estimate(self) -> tuple[float | None, list[str]]:
