@@ -9,6 +9,7 @@ import pytest
 
 from rankcollapse.book import checks, records
 from rankcollapse.book.results import Results
+from rankcollapse.store import REPO
 
 
 class _Ch:  # what checks needs of a Chapter: value() and results
@@ -179,7 +180,7 @@ def test_counts_refuse_what_is_not_a_count():
         _entry(kind="count", v=1.5, of=8)
 
 
-RECORD_FILES = sorted((records.REPO / "data" / "expected").glob("*/*.json"))
+RECORD_FILES = sorted((REPO / "data" / "expected").glob("*/*.json"))
 
 
 @pytest.mark.parametrize("path", RECORD_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")

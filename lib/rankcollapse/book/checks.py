@@ -100,7 +100,7 @@ def fragile_text(ch, name: str, *, glue: bool = True) -> str:
     :func:`rankcollapse.book.records.cap_at_lines`), stays inside it, or was not measured against a line
     (no record, or one made before the value had lines). Glued as ``<name>_fragile`` unless ``glue`` is
     false."""
-    from .records import expected_path, load
+    from .results import expected_path, load
 
     try:
         e = load(expected_path(ch.params["profile"], ch.name))["values"].get(name) or {}

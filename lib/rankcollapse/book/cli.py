@@ -364,10 +364,22 @@ def corpus_differs(profile: str) -> str:
 
 
 def cmd_record(a) -> int:
-    from .records import RECORDED, RecordError, expected_path, moved, record_with_spread
+    from .records import (
+        RECORDED,
+        RecordError,
+        expected_path,
+        kernel_fragile,
+        moved,
+        record_with_spread,
+        seen_text,
+    )
     from .runner import build_dir
 
     variants = [v.strip() for v in (a.spread or "").split(",") if v.strip()]
+    if a.fragile and not (variants or a.with_recorded):
+        raise ParameterError(
+            "--fragile needs --spread (or --with-recorded): fragility is seen between variants"
+        )
     for v in variants:
         if v not in kernels.VARIANTS:  # unknown names stop here, before anything is written
             raise ParameterError(
@@ -423,7 +435,7 @@ def cmd_record(a) -> int:
             vdocs[RECORDED] = load(old)
         if vdocs:
             try:
-                doc = record_with_spread(doc, vdocs)
+                doc = record_with_spread(doc, vdocs, fragile=a.fragile)
             except RecordError as e:
                 print(f"rcbook record: {e}", file=sys.stderr)
                 return 1
@@ -442,6 +454,14 @@ def cmd_record(a) -> int:
                 else ""
             )
         )
+        for cid, v in doc.get("verdicts", {}).items():
+            for what, seen in (kernel_fragile(v) or {}).items():
+                if seen:
+                    label = f"verdict {cid}" + (" on its control" if what == "control" else "")
+                    print(f"  KERNEL-FRAGILE: {label}: {seen_text(seen)}")
+        for vname, e in doc.get("values", {}).items():
+            if e.get("seen") or e.get("straddled_limits"):
+                print(f"  KERNEL-FRAGILE: value {vname}")
     return 0
 
 
@@ -587,6 +607,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count the record being replaced (written on another host, or by an earlier run with the same "
         "parameters) as one more variant of the spread: what another machine measured widens the tolerance",
+    )
+    p.add_argument(
+        "--fragile",
+        action="store_true",
+        help="with --spread: record a verdict, a control's verdict or a non-numeric value that differs "
+        "between the kernel variants as kernel-fragile (every outcome seen is kept and accepted by rcbook "
+        "check, and the ledger shows the claim decided on no machine) instead of refusing the record",
     )
     p.add_argument(
         "--moved",

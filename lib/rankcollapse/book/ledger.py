@@ -213,6 +213,30 @@ def interval_note(v: dict) -> str:
     )
 
 
+def fragile_note(profile: str, chapter: str, cid: str) -> str:
+    """Where the chapter's record at ``profile`` holds verdict ``cid`` (or its control) as kernel-fragile
+    (``rcbook record --fragile``: the kernel variants of the spread gave different outcomes), a sentence
+    that says so and that the verdict counts on no machine; else ``""``."""
+    from .records import expected_path, kernel_fragile, seen_text
+
+    try:
+        rec = load(expected_path(profile, chapter)).get("verdicts", {}).get(cid)
+    except (OSError, ValueError):
+        return ""
+    kf = kernel_fragile(rec)
+    if not kf:
+        return ""
+    parts = [
+        f"{'its control' if what == 'control' else 'the verdict'} came out {seen_text(seen)}"
+        for what, seen in kf.items()
+        if seen
+    ]
+    return (
+        f"Kernel-fragile, so it does not count: under the floating-point kernels of the record's spread "
+        f"{'; '.join(parts)}."
+    )
+
+
 def control_cell(v: dict) -> str:
     """The ledger's cell for a verdict's control: its outcome, on which run, and whether the claim's verdict
     counts (the outcomes differ) or not."""
@@ -263,6 +287,8 @@ def table(build: Path, profile: str, known_chapters, labels: dict | None = None)
                 )
                 across = interval_note(v)
                 note += f" <i>{_cell(across)}</i>" if across else ""
+                fragile = fragile_note(profile, ch, cid)
+                note += f" <b>{_cell(fragile)}</b>" if fragile else ""
                 sentence = _cell(short_evidence(v)).rstrip()
                 sentence += "" if sentence.endswith((".", "!", "?")) else "."
                 ev.append(

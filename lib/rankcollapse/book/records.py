@@ -19,17 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..store import REPO
 from .params import HOW_NOT_WHAT
-from .results import load  # noqa: F401  (re-exported: the runner reads results files through this module)
-
-
-def expected_path(profile: str, chapter: str) -> Path:
-    """``data/expected/<profile>/<chapter>.json`` (or under ``$RCBOOK_EXPECTED``)."""
-    import os
-
-    root = Path(os.environ.get("RCBOOK_EXPECTED") or REPO / "data" / "expected")
-    return root / profile / f"{chapter}.json"
+from .results import expected_path, load  # noqa: F401  (re-exported: the runner reads results files through this module)
 
 
 class MalformedRecord(ValueError):
@@ -145,6 +136,13 @@ def compare(recorded: dict, now: dict) -> list[Row]:
                 st = f"rtol={sm['rtol']:g} atol={sm['atol']:g}"
                 rows.append(Row(f"{name} (summary over events)", sm["value"], now_s, st, ok))
             continue
+        if rec.get("seen") is not None:  # kernel-fragile: any outcome a kernel variant gave, no other
+            now_v = nv[name]["value"]
+            ok = any(_same(now_v, x) for x in rec["seen"].values())
+            rows.append(
+                Row(name, rec["value"], now_v, f"one of {seen_text(rec['seen'])} (kernel-fragile)", ok)
+            )
+            continue
         if rec.get("kind") in ("floor", "log"):
             rows.append(_compare_kind(name, rec, nv[name]))
             continue
@@ -163,13 +161,38 @@ def compare(recorded: dict, now: dict) -> list[Row]:
     for cid in list(rd) + [c for c in nd if c not in rd]:
         r = rd.get(cid, {}).get("verdict", "(not recorded)")
         n = nd.get(cid, {}).get("verdict", "(missing)")
-        rows.append(Row(f"verdict {cid}", r, n, "equal", r == n))
+        rows.append(_verdict_row(f"verdict {cid}", r, n, rd.get(cid, {}).get("seen")))
         rc, nc = rd.get(cid, {}).get("control"), nd.get(cid, {}).get("control")
         if rc or nc:  # the same rule on the claim's control: its outcome is part of the evidence
             a = rc["verdict"] if rc else "(not recorded)"
             b = nc["verdict"] if nc else "(missing)"
-            rows.append(Row(f"verdict {cid} on its control", a, b, "equal", a == b))
+            rows.append(_verdict_row(f"verdict {cid} on its control", a, b, (rc or {}).get("seen")))
     return rows
+
+
+def seen_text(seen: dict) -> str:
+    """The outcomes a kernel-fragile entry saw, each once: ``'supported' (this run, avx2) or ...``."""
+    by: dict[str, list[str]] = {}
+    for variant, x in seen.items():
+        by.setdefault(json.dumps(x), []).append(variant)
+    return " or ".join(f"{json.loads(k)!r} ({', '.join(vs)})" for k, vs in by.items())
+
+
+def _verdict_row(name: str, recorded: str, now: str, seen: dict | None) -> Row:
+    """A verdict's row: equal to the recorded one, or, where the record is kernel-fragile (``seen``), one of
+    the outcomes its kernel variants gave."""
+    if seen:
+        return Row(name, recorded, now, f"one of {seen_text(seen)} (kernel-fragile)", now in seen.values())
+    return Row(name, recorded, now, "equal", recorded == now)
+
+
+def kernel_fragile(verdict: dict | None) -> dict | None:
+    """``{"verdict": seen or None, "control": seen or None}`` of a recorded verdict that differs between
+    kernel variants (:func:`record_with_spread` with ``fragile``), None when it and its control held."""
+    if not verdict:
+        return None
+    a, b = verdict.get("seen"), (verdict.get("control") or {}).get("seen")
+    return {"verdict": a, "control": b} if a or b else None
 
 
 # -- values of a kind: counts, values at the float floor, ratios read in decades ---------------------------
@@ -354,6 +377,20 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried:
     kind, variants = entry["kind"], list(other_entries)
     base = entry.get("note", "").split(" || measured:")[0]
     out = {k: v for k, v in entry.items() if k not in ("spread",)}
+    if kind != "exact" and spread(entry["value"], [e["value"] for e in other_entries.values()]).get(
+        "events"
+    ):
+        # one entry per event, and another set of events settled under some variant: no entry of one run
+        # has a counterpart in the other, so nothing per event can be compared; what is built on it is
+        return _unchecked(
+            entry,
+            [],
+            variants,
+            f"its events (one entry per settled event) differ between kernel variants ({_names(variants)}): "
+            f"recorded for reading, not checked on another machine; the values and verdicts built on it "
+            f"(its medians, the count of events) are checked as their own kinds",
+            summary=False,
+        ) | {kind_field: entry[kind_field] for kind_field in ("kind", KINDS[kind]) if kind_field in entry}
     if kind == "exact":
         moved = [vn for vn, e in other_entries.items() if e["value"] != entry["value"]]
         if moved:
@@ -644,7 +681,7 @@ def spread(ref: Any, others: list) -> dict:
     return out
 
 
-def _unchecked(entry: dict, others: list, variants: list[str], why: str) -> dict:
+def _unchecked(entry: dict, others: list, variants: list[str], why: str, summary: bool = True) -> dict:
     """The recorded entry kept for reading and not checked, its note saying ``why``; with, where every
     variant's value has one of the same shape, its :func:`event_summary` recorded as ``summary`` and
     checked instead, with a tolerance from the summaries' own spread (:func:`derive_tolerance`)."""
@@ -657,7 +694,7 @@ def _unchecked(entry: dict, others: list, variants: list[str], why: str) -> dict
         "spread": {"rel": None, "abs": None, "variants": variants},
         "note": (base + " || measured: " + why).lstrip(" |"),
     }
-    summ = event_summary(entry["value"])
+    summ = event_summary(entry["value"]) if summary else None
     osum = [event_summary(o) for o in others]
     if summ is not None and all(o is not None and o.keys() == summ.keys() for o in osum):
         try:
@@ -695,15 +732,35 @@ def same_measure(a: dict, b: dict) -> bool:
     )
 
 
-def derive_tolerance(entry: dict, others: list, variants: list[str], carried: dict | None = None) -> dict:
+def derive_tolerance(
+    entry: dict, others: list, variants: list[str], carried: dict | None = None, fragile: bool = False
+) -> dict:
     """The recorded entry (value, rtol, atol, note) with its tolerance chosen from the measured spread.
 
     Rule: rtol = max(the chapter's own rtol, SAFETY x the largest relative deviation, MIN_RTOL for a
     non-integer value); atol = max(the chapter's own atol, FLOOR_ATOL when a leaf sits at the round-off
     floor); an integer-only value with no measured deviation stays exact. A non-numeric leaf (a string, a
-    flag) that differs between variants cannot be given a tolerance: :class:`RecordError`."""
+    flag) that differs between variants cannot be given a tolerance: :class:`RecordError`, unless
+    ``fragile`` and the value is one such leaf (a previous rule's verdict, say): then it is recorded
+    kernel-fragile, with every outcome seen (``seen``), and checked to be one of them."""
     v = entry["value"]
     s = spread(v, others)
+    plain = [v, *others]
+    if s["mismatch"] is not None and fragile and all(isinstance(x, (str, bool)) or x is None for x in plain):
+        seen = {THIS_RUN: v, **dict(zip(variants, others))}
+        base = entry.get("note", "").split(" || measured:")[0]
+        return {
+            "value": v,
+            "rtol": 0.0,
+            "atol": 0.0,
+            "seen": seen,
+            "spread": {"rel": None, "abs": None, "variants": variants},
+            "note": (
+                base + " || measured: KERNEL-FRAGILE, it differs between kernel variants "
+                f"({', '.join(f'{k}: {format_value(x)}' for k, x in seen.items())}); any outcome seen is "
+                "accepted, no other"
+            ).lstrip(" |"),
+        }
     if s["mismatch"] is not None:
         raise RecordError(
             f"'{s['mismatch']}' differs between kernel variants ({', '.join(variants)}): "
@@ -770,11 +827,50 @@ def derive_tolerance(entry: dict, others: list, variants: list[str], carried: di
 
 
 RECORDED = "recorded"  # the variant name of the record being replaced (rcbook record --with-recorded)
+THIS_RUN = "this run"  # in a kernel-fragile entry's ``seen``: the run being recorded
 
 
-def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
+def _unless_straddled(entry: dict, others: list, fragile: bool) -> tuple[dict, tuple]:
+    """(``entry`` without its rule's lines, those lines) when ``fragile`` and some kernel variant put the
+    value on the other side of a line than this run; else (``entry``, ()). Such a value cannot be held to
+    its side of the line: its verdict is recorded kernel-fragile, and the value to its measured spread."""
+    lims = tuple(entry.get("limits") or ())
+    if not (fragile and lims) or all(same_side(entry["value"], o, lims) for o in others):
+        return entry, ()
+    return {k: v for k, v in entry.items() if k != "limits"}, lims
+
+
+def _straddling(rec: dict, lims: tuple, variants: list[str]) -> dict:
+    """``rec`` (derived without its lines) marked as a value the kernel variants put on both sides of the
+    rule's lines ``lims``: kept as ``straddled_limits`` (``rcbook check`` does not require a side) and
+    ``fragile``, with its ``margin`` to the nearest line for the page's sentence
+    (:func:`rankcollapse.book.checks.fragile_text`)."""
+    if not lims:
+        return rec
+    if rec.get("kind") == "log":
+        m = margin_decades(rec["value"], lims)
+    else:
+        m = min(margin_abs(rec["value"], lims), default=math.inf)
+    rec = {**rec, "straddled_limits": list(lims), "fragile": True, "margin": m}
+    lines = ", ".join(f"{x:g}" for x in lims)
+    rec["note"] = (
+        f"{rec.get('note', '')}; KERNEL-FRAGILE: the kernel variants ({_names(variants)}) put it on both "
+        f"sides of its rule's line(s) {lines}, so it is held to its measured spread and not to a side; the "
+        "verdict it decides is recorded kernel-fragile"
+    )
+    return rec
+
+
+def record_with_spread(doc: dict, variant_docs: dict[str, dict], fragile: bool = False) -> dict:
     """``doc`` (a results file) with every value's tolerance derived from ``variant_docs`` ({variant: results
     of the same chapter and parameters under other floating-point kernels}); verdicts must agree exactly.
+
+    With ``fragile`` (``rcbook record --fragile``), a verdict, a control's verdict or a non-numeric value
+    that differs between the variants is recorded as **kernel-fragile** instead of refused: its entry keeps
+    what each variant gave (``seen``: ``{variant: outcome}``, this run as :data:`THIS_RUN`), ``rcbook check``
+    accepts any outcome seen and no other, and the ledger shows the claim as decided on no machine
+    (:func:`kernel_fragile`). A verdict that changes with the kernels changes on someone's machine; this
+    records that finding instead of hiding it or blocking the record.
 
     A variant named :data:`RECORDED` is the record being replaced, written on another host or by an earlier
     run: a value it lacks (new since) takes its spread from the other variants alone."""
@@ -792,27 +888,41 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
                 f"variant '{n}' of chapter '{doc['chapter']}' ran other code (code "
                 f"{str(d.get('code_hash'))[:12]}, this run {str(doc.get('code_hash'))[:12]}): run it again"
             )
+    verdicts: dict[str, dict] = {}
     for cid, v in doc.get("verdicts", {}).items():
+        seen, cseen = {THIS_RUN: v["verdict"]}, {}
+        if v.get("control"):
+            cseen[THIS_RUN] = v["control"]["verdict"]
         for n, d in variant_docs.items():
             ov = d.get("verdicts", {}).get(cid, {})
             if n == RECORDED and ov.get("rule") != v.get("rule"):
                 continue  # the replaced record was decided by another rule: no spread of this one
             other = ov.get("verdict")
-            if other != v["verdict"]:
+            if other != v["verdict"] and not fragile:
                 raise RecordError(
                     f"verdict {cid} of chapter '{doc['chapter']}' is '{v['verdict']}' here but "
                     f"'{other}' under kernel variant '{n}': the rule does not survive a change of "
-                    "floating-point kernels"
+                    "floating-point kernels (record it as kernel-fragile with --fragile)"
                 )
+            seen[n] = other
             if n != RECORDED and v.get("control"):
                 oc = (ov.get("control") or {}).get("verdict")
-                if oc != v["control"]["verdict"]:
+                if oc != v["control"]["verdict"] and not fragile:
                     raise RecordError(
                         f"verdict {cid} of chapter '{doc['chapter']}': its control gives "
                         f"'{v['control']['verdict']}' here but '{oc}' under kernel variant '{n}': the "
-                        "control does not survive a change of floating-point kernels"
+                        "control does not survive a change of floating-point kernels (record it as "
+                        "kernel-fragile with --fragile)"
                     )
+                cseen[n] = oc
+        v = dict(v)
+        if len(set(seen.values())) > 1:
+            v["seen"] = seen
+        if len(set(cseen.values())) > 1:
+            v["control"] = {**v["control"], "seen": cseen}
+        verdicts[cid] = v
     out = dict(doc)
+    out["verdicts"] = verdicts
     out["values"] = {}
     for name, entry in doc["values"].items():
         rec = variant_docs.get(RECORDED, {}).get("values", {}).get(name)
@@ -829,8 +939,9 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
                     raise RecordError(
                         f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
                     )
+            bare, lims = _unless_straddled(entry, [e["value"] for e in oth.values()], fragile)
             try:
-                out["values"][name] = derive_kind(name, entry, oth, carried)
+                out["values"][name] = _straddling(derive_kind(name, bare, oth, carried), lims, list(oth))
             except RecordError as e:
                 raise RecordError(f"chapter '{doc['chapter']}': {e}") from None
             continue
@@ -845,8 +956,10 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict]) -> dict:
                 )
             others.append(d["values"][name]["value"])
             used.append(n)
+        bare, lims = _unless_straddled(entry, others, fragile)
         try:
-            out["values"][name] = derive_tolerance(entry, others, used, carried)
+            rec_ = derive_tolerance(bare, others, used, carried, fragile=fragile)
+            out["values"][name] = _straddling(rec_, lims, used)
         except RecordError as e:
             raise RecordError(f"chapter '{doc['chapter']}', value '{name}': {e}") from None
     out["tolerance_rule"] = (

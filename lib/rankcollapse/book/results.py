@@ -16,6 +16,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..store import REPO
+
+
+def expected_path(profile: str, chapter: str) -> Path:
+    """``data/expected/<profile>/<chapter>.json`` (or under ``$RCBOOK_EXPECTED``): where a chapter's record
+    lies. Here, not in :mod:`rankcollapse.book.records`, because a chapter reads its own record (the fragile
+    sentences of :mod:`rankcollapse.book.checks`), and the comparing and recording machinery must stay out
+    of every chapter's code key."""
+    root = Path(os.environ.get("RCBOOK_EXPECTED") or REPO / "data" / "expected")
+    return root / profile / f"{chapter}.json"
+
+
 VERDICTS = ("supported", "refuted", "inconclusive", "not run")
 # keys that legitimately differ between two identical runs
 VOLATILE_KEYS = ("wall_time_s", "cpu_time_s", "started", "host")

@@ -1,0 +1,147 @@
+"""Outcomes that change with the floating-point kernels, recorded as what they are (``--fragile``).
+
+A verdict (or its control, or a non-numeric value such as a previous rule's verdict) that differs between
+the kernel variants of a record's spread changes on someone's machine. Without ``--fragile`` the record is
+refused; with it, every outcome seen is kept, ``rcbook check`` accepts those and no other, and the ledger
+says the claim counts on no machine. A value per event whose events differ between variants, and a value
+a rule reads that the variants put on both sides of its line, are recorded so that the check can pass on
+any of those machines, and say why."""
+
+import json
+
+import pytest
+
+from rankcollapse.book import ledger, records
+from rankcollapse.book.cli import main
+
+
+def _doc(verdict="supported", control="refuted", values=None, rule="r"):
+    return {
+        "chapter": "t",
+        "params": {},
+        "values": values or {"x": {"value": 1.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}},
+        "verdicts": {
+            "H": {
+                "verdict": verdict,
+                "claim": "",
+                "rule": rule,
+                "evidence": {},
+                "control": {"verdict": control, "on": "a control run"},
+            }
+        },
+    }
+
+
+def _ok(rec: dict, now: dict) -> bool:
+    return all(r.ok for r in records.compare(rec, now))
+
+
+def test_a_verdict_that_moves_with_the_kernels_is_refused_unless_recorded_fragile():
+    with pytest.raises(records.RecordError, match="--fragile"):
+        records.record_with_spread(_doc(), {"avx2": _doc(verdict="inconclusive")})
+    rec = records.record_with_spread(_doc(), {"avx2": _doc(verdict="inconclusive")}, fragile=True)
+    h = rec["verdicts"]["H"]
+    assert h["seen"] == {records.THIS_RUN: "supported", "avx2": "inconclusive"}
+    assert records.kernel_fragile(h) == {"verdict": h["seen"], "control": None}
+    # the check accepts what some variant gave, and no other outcome
+    assert _ok(rec, _doc()) and _ok(rec, _doc(verdict="inconclusive"))
+    assert not _ok(rec, _doc(verdict="refuted"))
+    # a verdict on which every variant agreed stays exact, fragile or not
+    same = records.record_with_spread(_doc(), {"avx2": _doc()}, fragile=True)
+    assert records.kernel_fragile(same["verdicts"]["H"]) is None
+    assert not _ok(same, _doc(verdict="inconclusive"))
+
+
+def test_a_control_that_moves_with_the_kernels_is_recorded_fragile_on_its_own():
+    with pytest.raises(records.RecordError, match="its control"):
+        records.record_with_spread(_doc(), {"avx2": _doc(control="inconclusive")})
+    rec = records.record_with_spread(_doc(), {"avx2": _doc(control="inconclusive")}, fragile=True)
+    kf = records.kernel_fragile(rec["verdicts"]["H"])
+    assert kf["verdict"] is None and kf["control"] == {records.THIS_RUN: "refuted", "avx2": "inconclusive"}
+    assert _ok(rec, _doc(control="inconclusive")) and not _ok(rec, _doc(control="supported"))
+    assert not _ok(rec, _doc(verdict="inconclusive"))  # the verdict itself held, and is held exactly
+
+
+def test_a_previous_rules_verdict_that_moves_is_kept_with_every_outcome_seen():
+    def v(x):
+        return {"old": {"value": x, "rtol": 0.0, "atol": 0.0, "note": "the first rule's verdict"}}
+
+    with pytest.raises(records.RecordError, match="non-numeric"):
+        records.record_with_spread(_doc(values=v("supported")), {"avx2": _doc(values=v("inconclusive"))})
+    rec = records.record_with_spread(
+        _doc(values=v("supported")), {"avx2": _doc(values=v("inconclusive"))}, fragile=True
+    )
+    e = rec["values"]["old"]
+    assert e["seen"] == {records.THIS_RUN: "supported", "avx2": "inconclusive"}
+    assert "KERNEL-FRAGILE" in e["note"]
+    assert _ok(rec, _doc(values=v("inconclusive"))) and not _ok(rec, _doc(values=v("refuted")))
+
+
+def test_a_count_the_kernels_put_on_both_sides_of_its_line_is_held_to_its_spread_not_to_a_side():
+    def v(k):
+        return {
+            "n": {
+                "value": k,
+                "rtol": 0.0,
+                "atol": 0.0,
+                "note": "pairs slower",
+                "kind": "count",
+                "of": 10,
+                "limits": [6.5],
+            }
+        }
+
+    # without --fragile the line caps the tolerance, and the other side fails
+    strict = records.record_with_spread(_doc(values=v(7)), {"avx2": _doc(values=v(5))})
+    assert not _ok(strict, _doc(values=v(5)))
+    rec = records.record_with_spread(_doc(values=v(7)), {"avx2": _doc(values=v(5))}, fragile=True)
+    e = rec["values"]["n"]
+    assert e["fragile"] and e["straddled_limits"] == [6.5] and "limits" not in e
+    assert e["margin"] == pytest.approx(0.5) and "both sides" in e["note"]
+    assert _ok(rec, _doc(values=v(5))) and _ok(rec, _doc(values=v(8)))
+    assert not _ok(rec, _doc(values=v(0)))  # past the measured spread (+-8 = 4 x 2): still a failure
+    # a count that stayed on its side keeps its line, fragile or not
+    kept = records.record_with_spread(_doc(values=v(9)), {"avx2": _doc(values=v(8))}, fragile=True)
+    assert kept["values"]["n"]["limits"] == [6.5] and not _ok(kept, _doc(values=v(6)))
+
+
+def test_a_value_per_event_read_in_decades_whose_events_differ_is_recorded_for_reading():
+    def v(per_seed):
+        return {
+            "g": {
+                "value": per_seed,
+                "rtol": 0.0,
+                "atol": 0.0,
+                "note": "per event",
+                "kind": "log",
+                "decades": 1.0,
+            }
+        }
+
+    here, there = {"0": [1e-8, 2e-8], "1": [3e-9, 1e-9]}, {"0": [1e-7, 1e-8], "3": [5e-9, 2e-9]}
+    rec = records.record_with_spread(_doc(values=v(here)), {"avx2": _doc(values=v(there))})
+    e = rec["values"]["g"]
+    assert e["unchecked"] and e["kind"] == "log" and "differ between kernel variants" in e["note"]
+    assert "summary" not in e
+    assert _ok(rec, _doc(values=v(there)))
+    # with the same events, a value in decades is still checked in decades
+    same = records.record_with_spread(_doc(values=v(here)), {"avx2": _doc(values=v(here))})
+    assert not same["values"]["g"].get("unchecked")
+    assert not _ok(same, _doc(values=v({"0": [1e-4, 2e-8], "1": [3e-9, 1e-9]})))
+
+
+def test_the_ledger_says_a_kernel_fragile_verdict_counts_on_no_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("RCBOOK_EXPECTED", str(tmp_path))
+    rec = records.record_with_spread(_doc(), {"avx2": _doc(verdict="inconclusive")}, fragile=True)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "t.json").write_text(json.dumps(rec))
+    text = ledger.fragile_note("full", "t", "H")
+    assert "does not count" in text and "'supported' (this run)" in text and "'inconclusive' (avx2)" in text
+    steady = records.record_with_spread(_doc(), {"avx2": _doc()})
+    (tmp_path / "full" / "t.json").write_text(json.dumps(steady))
+    assert ledger.fragile_note("full", "t", "H") == ""
+    assert ledger.fragile_note("full", "no-such-chapter", "H") == ""
+
+
+def test_fragile_needs_a_spread():
+    assert main(["record", "--profile", "smoke", "decomposition", "--fragile"]) == 2
