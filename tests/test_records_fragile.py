@@ -145,3 +145,34 @@ def test_the_ledger_says_a_kernel_fragile_verdict_counts_on_no_machine(tmp_path,
 
 def test_fragile_needs_a_spread():
     assert main(["record", "--profile", "smoke", "decomposition", "--fragile"]) == 2
+
+
+def _count(k, of, limits=None):
+    e = {"value": k, "rtol": 0.0, "atol": 0.0, "note": "recovered", "kind": "count", "of": of}
+    return {"n": {**e, "limits": limits}} if limits else {"n": e}
+
+
+def test_a_count_out_of_another_number_of_events_is_checked_as_the_share_it_is():
+    # 9 of 9 recovered here, 6 of 6 under avx2 (three fewer drivers settled): the same share, not 3 apart
+    rec = records.record_with_spread(
+        _doc(values=_count(9, 9, [4.5])), {"avx2": _doc(values=_count(6, 6, [3.5]))}
+    )
+    e = rec["values"]["n"]
+    assert e["proportion"] == pytest.approx(1 / 9) and e["own_limits"] == [4.5] and "limits" not in e
+    assert not e["fragile"] and records.kind_violations(rec) == []
+    assert _ok(rec, _doc(values=_count(6, 6, [3.5]))) and _ok(rec, _doc(values=_count(7, 7, [3.5])))
+    assert _ok(rec, _doc(values=_count(8, 9, [4.5])))  # one trial of this run
+    assert not _ok(rec, _doc(values=_count(4, 6, [3.5])))  # a third fewer: more than the share moved
+    assert not _ok(rec, _doc(values=_count(3, 7, [3.5])))  # and on the other side of its own line
+    # a count that one variant puts on the other side of its own line is fragile: no side is asked
+    crossed = records.record_with_spread(
+        _doc(values=_count(16, 21, [14.5])), {"avx2": _doc(values=_count(6, 8, [6.5]))}
+    )
+    c = crossed["values"]["n"]
+    assert c["fragile"] and c["sides"] is None and "FRAGILE" in c["note"]
+    assert _ok(crossed, _doc(values=_count(6, 8, [6.5]))) and not _ok(
+        crossed, _doc(values=_count(2, 8, [6.5]))
+    )
+    # the same number of trials everywhere: a count as before, in events
+    same = records.record_with_spread(_doc(values=_count(9, 10)), {"avx2": _doc(values=_count(6, 10))})
+    assert same["values"]["n"].get("proportion") is None and same["values"]["n"]["atol"] == 3

@@ -146,6 +146,9 @@ def compare(recorded: dict, now: dict) -> list[Row]:
         if rec.get("kind") in ("floor", "log"):
             rows.append(_compare_kind(name, rec, nv[name]))
             continue
+        if rec.get("kind") == "count" and rec.get("proportion") is not None:
+            rows.append(_compare_proportion(name, rec, nv[name]))
+            continue
         lims = rec.get("limits") or ()
         ok = _close(rec["value"], nv[name]["value"], rec["rtol"], rec["atol"])
         if lims:  # a value a rule reads against lines: also on the same side of every one
@@ -438,6 +441,9 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried:
             else:
                 meas += f"; margin {m:.2g} decades"
         out["decades"] = tol
+    elif _trials_move(entry, other_entries):
+        out = _as_proportion(out, entry, other_entries, variants, carried)
+        meas = out.pop("_meas")
     else:  # count: an integer, or a mapping of integers (the largest move over its keys)
         base_l = dict(_leaves(entry["value"]))
         moved = 0
@@ -477,6 +483,89 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried:
     return out
 
 
+def _of_leaves(e: dict) -> dict | None:
+    """A count entry's number of trials per leaf of its value (``of``: one number, or one per leaf); None
+    where it does not say (no ``of``, or one of another shape)."""
+    of, vl = e.get("of"), dict(_leaves(e["value"]))
+    if isinstance(of, (int, float)) and not isinstance(of, bool):
+        return {p: of for p in vl}
+    ol = dict(_leaves(of)) if isinstance(of, (dict, list)) else {}
+    return ol if set(ol) == set(vl) and all(_is_num(x) for x in ol.values()) else None
+
+
+def _trials_move(entry: dict, other_entries: dict[str, dict]) -> bool:
+    """Whether a count's number of trials (``of``) differs between kernel variants: another set of events
+    settled, so each variant counts out of its own number."""
+    mine = _of_leaves(entry)
+    theirs = [_of_leaves(e) for e in other_entries.values()]
+    return mine is not None and all(t is not None for t in theirs) and any(t != mine for t in theirs)
+
+
+def _shares(e: dict) -> dict:
+    """A count entry's share per leaf (count / trials; 0 where there were no trials)."""
+    of = _of_leaves(e) or {}
+    return {p: (k / of[p] if of.get(p) else 0.0) for p, k in _leaves(e["value"])}
+
+
+def _sides(e: dict) -> list | None:
+    """Per leaf and line, on which side of its own rule's lines a count lies (None without lines)."""
+    lims = e.get("limits") or ()
+    if not lims:
+        return None
+    return [[k > lim for lim in lims] for _, k in _leaves(e["value"])]
+
+
+def _as_proportion(out: dict, entry: dict, other_entries: dict, variants: list, carried: dict | None):
+    """A count whose number of trials moves between kernel variants, recorded as the share it is
+    (``proportion``: its tolerance in shares): max(one trial of this run, the largest share moved between
+    variants, the replaced record's). Its lines are each run's own (they are set from its number of
+    trials, such as "more than half of the events"), so they are kept as ``own_limits``, and the check asks
+    of a rebuild that it lie on the same side of its own lines as this run of its; where a variant already
+    lies on the other side, the entry is ``fragile`` and no side is asked (the verdict built on it is then
+    kernel-fragile, :func:`record_with_spread`)."""
+    mine = _shares(entry)
+    moved = max(
+        (abs(_shares(e)[p] - x) for e in other_entries.values() for p, x in mine.items()), default=0.0
+    )
+    least = min((n for n in (_of_leaves(entry) or {}).values() if n), default=1)
+    tol = max(1.0 / least, moved, float((carried or {}).get("proportion", 0.0)))
+    out = {k: v for k, v in out.items() if k != "limits"}
+    out.update(rtol=0.0, atol=0.0, proportion=tol)
+    meas = (
+        f"counted out of another number of trials under some kernel variant(s) ({_names(variants)}): "
+        f"checked as a share; moved by {moved:.3g} in share; tolerance {tol:.3g} (max(one trial of this "
+        "run, measured))"
+    )
+    sides = _sides(entry)
+    if sides is not None:
+        out["own_limits"] = list(entry["limits"])
+        crossed = [vn for vn, e in other_entries.items() if _sides(e) is not None and _sides(e) != sides]
+        out["fragile"] = bool(crossed)
+        out["sides"] = None if crossed else sides
+        meas += (
+            f"; FRAGILE: under {_names(crossed)} it lies on the other side of its own rule's line(s)"
+            if crossed
+            else "; on the same side of its own rule's lines under every variant, and checked so"
+        )
+    out["_meas"] = meas
+    return out
+
+
+def _compare_proportion(name: str, rec: dict, now: dict) -> Row:
+    """A count recorded as a share (:func:`_as_proportion`) against a rebuild's count out of its trials."""
+    a, b = _shares(rec), _shares(now) if _of_leaves(now) is not None else None
+    ok = (
+        b is not None
+        and a.keys() == b.keys()
+        and all(abs(b[p] - a[p]) <= rec["proportion"] + 1e-12 for p in a)
+    )
+    how = f"share within {rec['proportion']:.3g}"
+    if rec.get("sides") is not None:
+        ok = ok and _sides(now) == rec["sides"]
+        how += ", on the same side of its own rule's lines"
+    return Row(name, rec["value"], now["value"], how, ok)
+
+
 def kind_violations(doc: dict) -> list[str]:
     """What in a record breaks its kinds' rules (:data:`KINDS`): a value below its own floor held to a
     relative tolerance (not marked as a floor value, nor read in decades), a count held tighter than one
@@ -489,7 +578,13 @@ def kind_violations(doc: dict) -> list[str]:
                 bad.append(
                     f"{name}: below its floor {format_value(e['floor'])} but held to rtol {e['rtol']:g}"
                 )
-        if e.get("kind") == "count" and (e.get("atol", 0) < 1 or e.get("rtol", 0) > 0):
+        if e.get("kind") == "count" and e.get("proportion") is not None:
+            least = min((n for n in (_of_leaves(e) or {}).values() if n), default=1)
+            if e["proportion"] < 1.0 / least - 1e-12:
+                bad.append(
+                    f"{name}: a count held as a share to {e['proportion']:g} (< one trial, 1/{least:g})"
+                )
+        elif e.get("kind") == "count" and (e.get("atol", 0) < 1 or e.get("rtol", 0) > 0):
             bad.append(
                 f"{name}: a count held to atol {e.get('atol', 0):g} rtol {e.get('rtol', 0):g} (< +-1)"
             )
@@ -939,7 +1034,10 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict], fragile: bool =
                     raise RecordError(
                         f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
                     )
-            bare, lims = _unless_straddled(entry, [e["value"] for e in oth.values()], fragile)
+            if entry["kind"] == "count" and _trials_move(entry, oth):
+                bare, lims = entry, ()  # a share, read against each run's own lines (_as_proportion)
+            else:
+                bare, lims = _unless_straddled(entry, [e["value"] for e in oth.values()], fragile)
             try:
                 out["values"][name] = _straddling(derive_kind(name, bare, oth, carried), lims, list(oth))
             except RecordError as e:
