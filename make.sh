@@ -91,12 +91,13 @@ case "${1:-}" in
     # another machine, simulated: every chapter again under other floating-point kernels, in its own build
     # root and store (build/kernels-<variant>/), checked against the same recorded results. Where ATen runs
     # AVX-512, the variant is one of the mixes real machines have (rankcollapse.book.kernels.MIXES), drawn by
-    # the commit (RCBOOK_SECOND_KERNELS names one); elsewhere scalar (on an AVX2-only processor the AVX2
+    # the commit (RCBOOK_SECOND_KERNELS names one) among those the processor is not already (an AMD one is
+    # zen4); elsewhere scalar (on an AVX2-only processor the AVX2
     # switches change nothing, and the second pass would be a copy of the first)
     second=${RCBOOK_SECOND_KERNELS:-$("$VENV/bin/python" -c "import torch, subprocess; \
-from rankcollapse.book.kernels import second_pass; \
+from rankcollapse.book.machine import second_pass, cpu_vendor; \
 head = subprocess.run(['git', 'rev-parse', 'HEAD'], capture_output=True, text=True).stdout.strip() or '0'; \
-print(second_pass(torch.backends.cpu.get_cpu_capability(), int(head, 16)))")}
+print(second_pass(torch.backends.cpu.get_cpu_capability(), int(head, 16), cpu_vendor()))")}
     echo "== second pass: every smoke chapter under the $second kernel variant"
     "$VENV/bin/rcbook" run all --profile smoke --kernels "$second" -j "$JOBS"
     "$VENV/bin/rcbook" check --profile smoke --kernels "$second"

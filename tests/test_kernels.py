@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from rankcollapse.book import cli, kernels
+from rankcollapse.book import cli, kernels, machine
 
 SNIPPET = r"""
 import json, torch
@@ -46,6 +46,10 @@ def test_variant_changes_the_numbers(native, variant):
     assert other["kernels"]["variant"] == variant
     if variant != "scalar" and not str(native["kernels"].get("cpu_capability")).upper().startswith("AVX512"):
         pytest.skip(f"this processor already computes with {native['kernels']['cpu_capability']}")
+    if variant == machine.native_mix(machine.cpu_vendor()):
+        # an AMD processor is the zen4 mix: MKL takes its AVX2 path here already, the switch changes nothing
+        assert (other["loss"], other["srank"]) == (native["loss"], native["srank"])
+        return
     assert (other["loss"], other["srank"]) != (native["loss"], native["srank"]), (
         f"variant {variant} computed bit-identical numbers: it does not simulate another machine"
     )
@@ -72,6 +76,17 @@ def test_second_pass_draws_a_mix_where_aten_runs_avx512():
     assert drawn == set(kernels.MIXES)
     assert kernels.second_pass("AVX512", 7) == kernels.second_pass("AVX512", 7)  # one commit, one pass
     assert kernels.second_pass("AVX2", 0) == kernels.second_pass("DEFAULT", 1) == "scalar"
+    # an AMD processor already computes as the zen4 mix: its second pass is the other one
+    assert {machine.second_pass("AVX512", d, "AuthenticAMD") for d in range(10)} == {"aten-avx2"}
+    assert {machine.second_pass("AVX512", d, "GenuineIntel") for d in range(10)} == set(kernels.MIXES)
+    assert machine.second_pass("AVX2", 3, "AuthenticAMD") == "scalar"
+
+
+def test_cpu_vendor_reads_cpuinfo(tmp_path):
+    f = tmp_path / "cpuinfo"
+    f.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
+    assert machine.cpu_vendor(str(f)) == "AuthenticAMD" and machine.native_mix("AuthenticAMD") == "zen4"
+    assert machine.cpu_vendor(str(tmp_path / "none")) == "" and machine.native_mix("") is None
 
 
 COMPILED = r"""

@@ -176,3 +176,41 @@ def test_a_count_out_of_another_number_of_events_is_checked_as_the_share_it_is()
     # the same number of trials everywhere: a count as before, in events
     same = records.record_with_spread(_doc(values=_count(9, 10)), {"avx2": _doc(values=_count(6, 10))})
     assert same["values"]["n"].get("proportion") is None and same["values"]["n"]["atol"] == 3
+
+
+def test_a_record_names_the_variants_its_spread_never_saw():
+    from rankcollapse.book import kernels
+
+    rec = records.record_with_spread(_doc(), {"avx2": _doc()})
+    assert rec["spread_missing"] == [v for v in kernels.SPREAD if v != "avx2"]
+    full = records.record_with_spread(_doc(), {v: _doc() for v in kernels.SPREAD})
+    assert full["spread_missing"] == []
+
+
+def test_a_value_that_only_some_kernel_variants_give_is_refused_unless_recorded_fragile():
+    with_x = _doc(
+        values={
+            "x": {"value": 1.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"},
+            "dips": {"value": 3.0, "rtol": 0.0, "atol": 0.0, "note": "read where there are dips"},
+        }
+    )
+    with pytest.raises(records.RecordError, match="missing under variant"):
+        records.record_with_spread(with_x, {"avx2": _doc()})
+    # given here, absent under avx2
+    rec = records.record_with_spread(with_x, {"avx2": _doc()}, fragile=True)
+    assert rec["values"]["dips"]["absent_seen"] == ["avx2"] and "measured:" in rec["values"]["dips"]["note"]
+    assert _ok(rec, with_x) and _ok(rec, _doc())
+    # absent here, given under avx2: recorded from avx2's run, accepted either way
+    rec2 = records.record_with_spread(_doc(), {"avx2": with_x}, fragile=True)
+    assert rec2["values"]["dips"]["absent_seen"] == [records.THIS_RUN]
+    assert _ok(rec2, with_x) and _ok(rec2, _doc())
+    # a value every variant gives is still checked
+    assert not _ok(rec, _doc(values={"x": {"value": 9.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}}))
+
+
+def test_a_count_absent_under_some_kernels_is_kept_for_reading_and_breaks_no_kind_rule():
+    dips = {"value": 0, "rtol": 0.0, "atol": 0.0, "kind": "count", "of": 1, "limits": [0.5], "note": "dips"}
+    here = _doc(values={"x": {"value": 1.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}, "dips": dips})
+    rec = records.record_with_spread(here, {"avx2": _doc()}, fragile=True)
+    assert rec["values"]["dips"]["unchecked"] and rec["values"]["dips"]["kind"] == "count"
+    assert records.kind_violations(rec) == []

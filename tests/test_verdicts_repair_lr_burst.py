@@ -229,8 +229,10 @@ def test_untreated_recovery_after_settling_and_the_burst():
     assert ex.untreated_recovery(hist(0, [3.0, 1.2, 1.1, 1.0]), 20, 20, 2.0, 1) == (None, False)
 
 
-def _b(label, m, settle, gap, rec_branch=None, rec=None, seed=0, qk=1e-3):
+def _b(label, m, settle, gap, rec_branch=None, rec=None, seed=0, qk=1e-3, dip_rec=False, dip_back=False):
     return {
+        "dip_recovered": dip_rec,
+        "dip_back": dip_back,
         "label": label,
         "seed": seed,
         "m": m,
@@ -324,4 +326,47 @@ def test_h6_evidence_counts_classes_and_the_skip_control_is_refuted():
     ctl = verdicts.skip_control_evidence(p, drivers, healthy, path)
     assert ctl["qk_collapsed"] == [1e-10, 1e-14] and ctl["recovered"] == [False, True]
     v, why = verdicts.verdict_h6(ctl)
-    assert v == "refuted" and "skip-collapse drivers" in why
+    assert v == "refuted" and "skip-collapse drivers" in why and "settled skip collapses" in why
+
+
+def test_dip_recovery_reads_a_transient_from_its_first_crossing():
+    from rankcollapse.chapters.repair_lr_burst import experiments as ex
+
+    # window 1, settle 20 steps: crossed at 10, back above 1.5 at 20 (transient); the recovery threshold
+    # 2.0 is reached at 40, after the burst's end at 20: an untreated recovery, 20 steps after the burst
+    h = hist(0, [3.0, 1.4, 1.6, 1.8, 2.2, 2.3])
+    st = ex.settling(h, 1.5, 1, 20)
+    assert st["kind"] == "transient" and st["dips"][0][0] == 10
+    assert ex.dip_recovery(h, st, 20, 2.0, 1) == (20, False)
+    # the same dip back above the recovery threshold while the rate was raised: not untreated
+    assert ex.dip_recovery(h, st, 50, 2.0, 1) == (None, True)
+    # any other class gives nothing
+    held = hist(0, [3.0, 1.4, 1.3, 1.2, 1.3, 2.0, 2.6])
+    assert ex.dip_recovery(held, ex.settling(held, 1.5, 3, 20), 20, 2.0, 1) == (None, False)
+
+
+def test_h6_control_is_the_transient_dips_and_reaches_the_other_outcome():
+    """The open-path control reads the transient dips by H6's rule against the same closed reference: it
+    says "supported" where the dips' path is open and one recovered, "refuted" where their path is as
+    closed as the skip collapses', and cannot read the settled bursts or the skip collapses at all."""
+    path = {"skip": 1e-12, "skip_by_seed": {"0": 1e-10, "1": 1e-14}, "healthy": 0.03}
+    bursts = [
+        _b("seed 0 x16", 16.0, "transient", 0.1, qk=5e-4, dip_rec=True),
+        _b("seed 1 x16", 16.0, "transient", 0.1, seed=1, qk=7e-4, dip_back=True),
+        _b("seed 0 x32", 32.0, "settled", 0.5, qk=1e-11),
+        _b("seed 1 x32", 32.0, "none", 0.5, seed=1, qk=1e-2),
+    ]
+    ctl = verdicts.open_control_evidence(bursts, path)
+    assert ctl["bursts"] == ["seed 0 x16", "seed 1 x16"] and ctl["qk_collapsed"] == [5e-4, 7e-4]
+    assert ctl["recovered"] == [True, False] and ctl["n_back_in_burst"] == 1 and ctl["qk_skip"] == 1e-10
+    v, why = verdicts.verdict_h6(ctl)
+    assert v == "supported" and "2 of 4 bursts dipped" in why and "1 of 2 transient dips recovered" in why
+    # the settled burst alone, by the main rule, is closed: H6 refuted beside a supported control
+    assert verdicts.verdict_h6(verdicts.h6_evidence(_P, bursts, path))[0] == "refuted"
+    closed = [b | {"qk": 1e-11} for b in bursts]
+    assert verdicts.verdict_h6(verdicts.open_control_evidence(closed, path))[0] == "refuted"
+    none = [b for b in bursts if b["settle"] != "transient"]
+    assert verdicts.verdict_h6(verdicts.open_control_evidence(none, path))[0] == "inconclusive"
+
+
+_P = SimpleNamespace(multipliers=[16.0, 32.0], seeds=[0, 1])

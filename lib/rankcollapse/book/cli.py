@@ -307,6 +307,13 @@ def cmd_check(a) -> int:
         if status in ("not run", "no record"):
             bad += 1
             continue
+        missing = load(expected_path(a.profile, name)).get("spread_missing") or []
+        if missing:
+            print(
+                f"  note: the recorded tolerances never saw kernel variant(s) {', '.join(missing)}"
+                + (f", this check's ('{a.kernels}')" if a.kernels in missing else "")
+                + f" (rcbook run {name} --profile {a.profile} --kernels V, then rcbook record --spread)"
+            )
         w = max([len(r.name) for r in rows] + [5])
         print(f"  {'value':<{w}}  {'recorded':>14}  {'now':>14}  {'tolerance':<22} result")
         for r in rows:

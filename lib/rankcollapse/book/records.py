@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import kernels
 from .params import HOW_NOT_WHAT
 from .results import expected_path, load  # noqa: F401  (re-exported: the runner reads results files through this module)
 
@@ -119,6 +120,11 @@ def compare(recorded: dict, now: dict) -> list[Row]:
             rows.append(Row(name, "(not recorded)", nv[name]["value"], "-", False))
             continue
         rec = rv[name]
+        if rec.get("absent_seen") is not None:  # a value some kernel variants did not give: kernel-fragile
+            got = nv[name]["value"] if name in nv else "(absent)"
+            why = f"absent under {', '.join(rec['absent_seen'])}: not checked"
+            rows.append(Row(name, rec["value"], got, why, True))
+            continue
         tol = f"rtol={rec['rtol']:g} atol={rec['atol']:g}"
         if rec.get("kind") == "count":
             tol = f"+-{rec['atol']:g} (a count)"
@@ -137,11 +143,7 @@ def compare(recorded: dict, now: dict) -> list[Row]:
                 rows.append(Row(f"{name} (summary over events)", sm["value"], now_s, st, ok))
             continue
         if rec.get("seen") is not None:  # kernel-fragile: any outcome a kernel variant gave, no other
-            now_v = nv[name]["value"]
-            ok = any(_same(now_v, x) for x in rec["seen"].values())
-            rows.append(
-                Row(name, rec["value"], now_v, f"one of {seen_text(rec['seen'])} (kernel-fragile)", ok)
-            )
+            rows.append(_seen_row(name, rec["value"], nv[name]["value"], rec["seen"]))
             continue
         if rec.get("kind") in ("floor", "log"):
             rows.append(_compare_kind(name, rec, nv[name]))
@@ -164,12 +166,12 @@ def compare(recorded: dict, now: dict) -> list[Row]:
     for cid in list(rd) + [c for c in nd if c not in rd]:
         r = rd.get(cid, {}).get("verdict", "(not recorded)")
         n = nd.get(cid, {}).get("verdict", "(missing)")
-        rows.append(_verdict_row(f"verdict {cid}", r, n, rd.get(cid, {}).get("seen")))
+        rows.append(_seen_row(f"verdict {cid}", r, n, rd.get(cid, {}).get("seen")))
         rc, nc = rd.get(cid, {}).get("control"), nd.get(cid, {}).get("control")
         if rc or nc:  # the same rule on the claim's control: its outcome is part of the evidence
             a = rc["verdict"] if rc else "(not recorded)"
             b = nc["verdict"] if nc else "(missing)"
-            rows.append(_verdict_row(f"verdict {cid} on its control", a, b, (rc or {}).get("seen")))
+            rows.append(_seen_row(f"verdict {cid} on its control", a, b, (rc or {}).get("seen")))
     return rows
 
 
@@ -181,12 +183,14 @@ def seen_text(seen: dict) -> str:
     return " or ".join(f"{json.loads(k)!r} ({', '.join(vs)})" for k, vs in by.items())
 
 
-def _verdict_row(name: str, recorded: str, now: str, seen: dict | None) -> Row:
-    """A verdict's row: equal to the recorded one, or, where the record is kernel-fragile (``seen``), one of
-    the outcomes its kernel variants gave."""
+def _seen_row(name: str, recorded: Any, now: Any, seen: dict | None) -> Row:
+    """The row of a verdict, a control's verdict or a non-numeric value: equal to the recorded one, or,
+    where the record is kernel-fragile (``seen``), one of the outcomes its kernel variants gave; both
+    compared as recorded (:func:`_same`)."""
     if seen:
-        return Row(name, recorded, now, f"one of {seen_text(seen)} (kernel-fragile)", now in seen.values())
-    return Row(name, recorded, now, "equal", recorded == now)
+        ok = any(_same(now, x) for x in seen.values())
+        return Row(name, recorded, now, f"one of {seen_text(seen)} (kernel-fragile)", ok)
+    return Row(name, recorded, now, "equal", _same(recorded, now))
 
 
 def kernel_fragile(verdict: dict | None) -> dict | None:
@@ -372,17 +376,37 @@ def _compare_kind(name: str, rec: dict, now: dict) -> Row:
     return Row(name, rec["value"], now["value"], how, ok)
 
 
-def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried: dict | None = None) -> dict:
+def kind_mode(entry: dict, other_entries: dict[str, dict]) -> str:
+    """How a value of a kind is recorded against the same value under the other variants: "events" (one
+    entry per settled event, and another set of events settled under some variant: kept for reading,
+    unchecked), "share" (a count out of a number of trials that moves between variants: checked as a share,
+    :func:`_as_proportion`) or "plain" (by its kind's rule)."""
+    if entry["kind"] != "exact" and spread(entry["value"], [e["value"] for e in other_entries.values()]).get(
+        "events"
+    ):
+        return "events"
+    if entry["kind"] == "count" and _trials_move(entry, other_entries):
+        return "share"
+    return "plain"
+
+
+def derive_kind(
+    name: str,
+    entry: dict,
+    other_entries: dict[str, dict],
+    carried: dict | None = None,
+    mode: str | None = None,
+) -> dict:
     """The recorded entry of a value of a kind (:data:`KINDS`), its tolerance from the entries of the same
     value under the other variants (``{variant: entry}``) by that kind's rule. ``carried``: the replaced
     record's entry of the same value measured the same way (:func:`same_measure`), whose tolerance is kept as
-    a floor (it was measured over another host's variants), never past a rule's line."""
+    a floor (it was measured over another host's variants), never past a rule's line. ``mode``:
+    :func:`kind_mode`'s, when the caller has decided it already."""
     kind, variants = entry["kind"], list(other_entries)
+    mode = mode or kind_mode(entry, other_entries)
     base = entry.get("note", "").split(" || measured:")[0]
     out = {k: v for k, v in entry.items() if k not in ("spread",)}
-    if kind != "exact" and spread(entry["value"], [e["value"] for e in other_entries.values()]).get(
-        "events"
-    ):
+    if mode == "events":
         # one entry per event, and another set of events settled under some variant: no entry of one run
         # has a counterpart in the other, so nothing per event can be compared; what is built on it is
         return _unchecked(
@@ -393,7 +417,8 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried:
             f"recorded for reading, not checked on another machine; the values and verdicts built on it "
             f"(its medians, the count of events) are checked as their own kinds",
             summary=False,
-        ) | {kind_field: entry[kind_field] for kind_field in ("kind", KINDS[kind]) if kind_field in entry}
+            keep=("kind", KINDS[kind]),
+        )
     if kind == "exact":
         moved = [vn for vn, e in other_entries.items() if e["value"] != entry["value"]]
         if moved:
@@ -441,9 +466,8 @@ def derive_kind(name: str, entry: dict, other_entries: dict[str, dict], carried:
             else:
                 meas += f"; margin {m:.2g} decades"
         out["decades"] = tol
-    elif _trials_move(entry, other_entries):
-        out = _as_proportion(out, entry, other_entries, variants, carried)
-        meas = out.pop("_meas")
+    elif mode == "share":
+        out, meas = _as_proportion(out, entry, other_entries, variants, carried)
     else:  # count: an integer, or a mapping of integers (the largest move over its keys)
         base_l = dict(_leaves(entry["value"]))
         moved = 0
@@ -515,14 +539,16 @@ def _sides(e: dict) -> list | None:
     return [[k > lim for lim in lims] for _, k in _leaves(e["value"])]
 
 
-def _as_proportion(out: dict, entry: dict, other_entries: dict, variants: list, carried: dict | None):
+def _as_proportion(
+    out: dict, entry: dict, other_entries: dict, variants: list, carried: dict | None
+) -> tuple[dict, str]:
     """A count whose number of trials moves between kernel variants, recorded as the share it is
     (``proportion``: its tolerance in shares): max(one trial of this run, the largest share moved between
     variants, the replaced record's). Its lines are each run's own (they are set from its number of
     trials, such as "more than half of the events"), so they are kept as ``own_limits``, and the check asks
     of a rebuild that it lie on the same side of its own lines as this run of its; where a variant already
     lies on the other side, the entry is ``fragile`` and no side is asked (the verdict built on it is then
-    kernel-fragile, :func:`record_with_spread`)."""
+    kernel-fragile, :func:`record_with_spread`). Returns the entry and what was measured, for its note."""
     mine = _shares(entry)
     moved = max(
         (abs(_shares(e)[p] - x) for e in other_entries.values() for p, x in mine.items()), default=0.0
@@ -547,8 +573,7 @@ def _as_proportion(out: dict, entry: dict, other_entries: dict, variants: list, 
             if crossed
             else "; on the same side of its own rule's lines under every variant, and checked so"
         )
-    out["_meas"] = meas
-    return out
+    return out, meas
 
 
 def _compare_proportion(name: str, rec: dict, now: dict) -> Row:
@@ -584,7 +609,11 @@ def kind_violations(doc: dict) -> list[str]:
                 bad.append(
                     f"{name}: a count held as a share to {e['proportion']:g} (< one trial, 1/{least:g})"
                 )
-        elif e.get("kind") == "count" and (e.get("atol", 0) < 1 or e.get("rtol", 0) > 0):
+        elif (
+            e.get("kind") == "count"
+            and not e.get("unchecked")  # kept for reading only (absent under some kernels): held to nothing
+            and (e.get("atol", 0) < 1 or e.get("rtol", 0) > 0)
+        ):
             bad.append(
                 f"{name}: a count held to atol {e.get('atol', 0):g} rtol {e.get('rtol', 0):g} (< +-1)"
             )
@@ -776,10 +805,13 @@ def spread(ref: Any, others: list) -> dict:
     return out
 
 
-def _unchecked(entry: dict, others: list, variants: list[str], why: str, summary: bool = True) -> dict:
-    """The recorded entry kept for reading and not checked, its note saying ``why``; with, where every
-    variant's value has one of the same shape, its :func:`event_summary` recorded as ``summary`` and
-    checked instead, with a tolerance from the summaries' own spread (:func:`derive_tolerance`)."""
+def _unchecked(
+    entry: dict, others: list, variants: list[str], why: str, summary: bool = True, keep: tuple = ()
+) -> dict:
+    """The recorded entry kept for reading and not checked, its note saying ``why``, with ``entry``'s fields
+    named in ``keep`` (a kind and its field); with, where ``summary`` and every variant's value has one of
+    the same shape, its :func:`event_summary` recorded as ``summary`` and checked instead, with a tolerance
+    from the summaries' own spread (:func:`derive_tolerance`)."""
     base = entry.get("note", "").split(" || measured:")[0]
     out = {
         "value": entry["value"],
@@ -788,7 +820,7 @@ def _unchecked(entry: dict, others: list, variants: list[str], why: str, summary
         "unchecked": True,
         "spread": {"rel": None, "abs": None, "variants": variants},
         "note": (base + " || measured: " + why).lstrip(" |"),
-    }
+    } | {k: entry[k] for k in keep if k in entry}
     summ = event_summary(entry["value"]) if summary else None
     osum = [event_summary(o) for o in others]
     if summ is not None and all(o is not None and o.keys() == summ.keys() for o in osum):
@@ -956,6 +988,28 @@ def _straddling(rec: dict, lims: tuple, variants: list[str]) -> dict:
     return rec
 
 
+def _presence_moves(doc: dict, variant_docs: dict[str, dict], fragile: bool) -> dict[str, tuple[dict, list]]:
+    """The values that this run or some kernel variant (the replaced record aside) gives and another does not
+    (a line a rule reads only when what it reads exists, such as a control's median over the bursts that
+    dipped, where one burst dips under some kernels and settles under others): ``{name: (an entry that gave
+    it, [the runs without it, this run as THIS_RUN])}``. Refused (RecordError) unless ``fragile``."""
+    runs = {THIS_RUN: doc} | {n: d for n, d in variant_docs.items() if n != RECORDED}
+    out: dict[str, tuple[dict, list]] = {}
+    for name in dict.fromkeys(k for d in runs.values() for k in d.get("values", {})):
+        gone = [n for n, d in runs.items() if name not in d.get("values", {})]
+        if not gone:
+            continue
+        if not fragile:
+            raise RecordError(
+                f"value '{name}' of chapter '{doc['chapter']}' is missing under variant "
+                f"{', '.join(repr(g) for g in gone)}"
+                " (record it as kernel-fragile with --fragile)"
+            )
+        given = next(d["values"][name] for d in runs.values() if name in d.get("values", {}))
+        out[name] = (given, gone)
+    return out
+
+
 def record_with_spread(doc: dict, variant_docs: dict[str, dict], fragile: bool = False) -> dict:
     """``doc`` (a results file) with every value's tolerance derived from ``variant_docs`` ({variant: results
     of the same chapter and parameters under other floating-point kernels}); verdicts must agree exactly.
@@ -1019,7 +1073,22 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict], fragile: bool =
     out = dict(doc)
     out["verdicts"] = verdicts
     out["values"] = {}
+    absent = _presence_moves(doc, variant_docs, fragile)
+    for name, (entry, gone) in absent.items():
+        given = [n for n in [THIS_RUN, *names] if n != RECORDED and n not in gone]
+        out["values"][name] = _unchecked(
+            entry,
+            [],
+            list(names),
+            f"given by {', '.join(given)}, absent "
+            f"under {', '.join(gone)} (kernel-fragile: whether the chapter records it at all depends on the "
+            "kernels); kept for reading, and accepted present or absent",
+            summary=False,
+            keep=("kind", "of", "limits", "decades", "floor"),
+        ) | {"absent_seen": gone}
     for name, entry in doc["values"].items():
+        if name in absent:
+            continue
         rec = variant_docs.get(RECORDED, {}).get("values", {}).get(name)
         carried = rec if rec is not None and same_measure(entry, rec) else None
         if entry.get("kind") in KINDS:
@@ -1034,12 +1103,15 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict], fragile: bool =
                     raise RecordError(
                         f"value '{name}' of chapter '{doc['chapter']}' is missing under variant '{n}'"
                     )
-            if entry["kind"] == "count" and _trials_move(entry, oth):
-                bare, lims = entry, ()  # a share, read against each run's own lines (_as_proportion)
-            else:
+            mode = kind_mode(entry, oth)
+            if mode == "plain":
                 bare, lims = _unless_straddled(entry, [e["value"] for e in oth.values()], fragile)
+            else:  # read for itself, unchecked, or a share against each run's own lines (_as_proportion)
+                bare, lims = entry, ()
             try:
-                out["values"][name] = _straddling(derive_kind(name, bare, oth, carried), lims, list(oth))
+                out["values"][name] = _straddling(
+                    derive_kind(name, bare, oth, carried, mode=mode), lims, list(oth)
+                )
             except RecordError as e:
                 raise RecordError(f"chapter '{doc['chapter']}': {e}") from None
             continue
@@ -1060,6 +1132,10 @@ def record_with_spread(doc: dict, variant_docs: dict[str, dict], fragile: bool =
             out["values"][name] = _straddling(rec_, lims, used)
         except RecordError as e:
             raise RecordError(f"chapter '{doc['chapter']}', value '{name}': {e}") from None
+    # the variants of kernels.SPREAD this record's spread never saw, named so that a check under one of them,
+    # the tests and the closing sentence of each verdict (book.verdict_kernels) can say so
+    this = (doc.get("kernels") or {}).get("variant", "native")
+    out["spread_missing"] = [v for v in kernels.SPREAD if v not in names and v != this]
     out["tolerance_rule"] = (
         f"per value: rtol = max(chapter's own, {SAFETY:g} x largest relative deviation between "
         f"kernel variants {names}, {MIN_RTOL:g}); round-off floor (|v| < {FLOOR:g}) checked "

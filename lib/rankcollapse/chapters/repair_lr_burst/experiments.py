@@ -178,12 +178,15 @@ def summarise_extensions(p, runs: dict, ext: dict) -> list[dict]:
             h = joined(r["burst"][m]["hist"], r["after"][m]["hist"], o["hist"])
             st = settling(h, p.threshold, p.window, p.settle_steps)
             rec_u, back = untreated_recovery(h, st["settled"], burst_end, rt, p.recover_window)
+            rec_d, back_d = dip_recovery(h, st, burst_end, rt, p.recover_window)
             rows.append(
                 {
                     "seed": s,
                     "multiplier": m,
                     "end_step": o["step"],
                     "settle": st["kind"],
+                    "dip_recovered": rec_d,
+                    "dip_back": back_d,
                     "recovered_untreated": rec_u,
                     "back_in_burst": back,
                     "recovered_after": recovery_after(h, burst_end, rt, p.threshold, p.recover_window),
@@ -268,6 +271,16 @@ def untreated_recovery(
     return None, False
 
 
+def dip_recovery(
+    hist: dict, st: dict, burst_end: int, rec_threshold: float, k: int
+) -> tuple[int | None, bool]:
+    """:func:`untreated_recovery` of a transient burst (:func:`settling`'s "transient"), taken as a collapse
+    at its first crossing of the threshold: H6's open-path control reads the dips by the rule that reads the
+    settled collapses. (None, False) for any other class."""
+    first = st["dips"][0][0] if st["kind"] == "transient" and st["dips"] else None
+    return untreated_recovery(hist, first, burst_end, rec_threshold, k)
+
+
 def summarise_run(
     p, hist: dict, start: int, control_hist: dict, final_loss: float, control_final_loss: float
 ) -> dict:
@@ -277,8 +290,11 @@ def summarise_run(
     tc = collapse_step(hist, p.threshold, p.recover_window)
     st = settling(hist, p.threshold, p.window, p.settle_steps)
     rec_u, back = untreated_recovery(hist, st["settled"], burst_end, rt, p.recover_window)
+    rec_d, back_d = dip_recovery(hist, st, burst_end, rt, p.recover_window)
     return {
         "settle": st["kind"],
+        "dip_recovered": rec_d,
+        "dip_back": back_d,
         "settled_after": None if st["settled"] is None else st["settled"] - start,
         "dips": st["dips"],
         "recovered_untreated": rec_u,

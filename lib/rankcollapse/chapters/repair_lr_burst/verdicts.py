@@ -3,7 +3,9 @@ path open, and it can recover untreated) and H7 (the loss stays above a healthy 
 recovers) as text (``RULE_*``; H6's rule before its change, ``RULE_H6_MAX`` with ``RULE_H6_CHANGE``, and
 the previous rule ``RULE_H6_OLD`` shown beside), their decision functions (``verdict_*``, the previous
 ``old_verdict_h6``, listed in ``VERDICTS``), H6's path test (:func:`path_state`), evidence
-(:func:`h6_evidence`, the onset bracket :func:`onset_bracket`) and control across the count's interval
+(:func:`h6_evidence`, the onset bracket :func:`onset_bracket`), its control on the transient dips
+(:func:`open_control_evidence`) and closed reference (:func:`skip_control_evidence`), the verdict across the
+count's interval
 (:func:`h6_across_interval`), the smoke notes, and :func:`judge_h6_h7`, which records both verdicts.
 """
 
@@ -44,8 +46,22 @@ RULE_H6 = (
     "R), or if the settled skip collapses' median Q/K is above 1/10^4 of the healthy parents' median Q/K; "
     "refuted if every settled burst's path is closed; supported if the settled bursts' median Q/K is >= "
     "100 R and at least one settled burst recovered untreated within the branch or its extension; else "
-    "inconclusive. The control: the same rule on the settled skip collapses themselves (their untreated "
-    "continuation: the driver's own run after settling)"
+    "inconclusive. The control (the open-path reference): the same rule on the bursts that dipped below the "
+    "threshold and climbed back within the settling time (transient), each taken as a collapse at its "
+    "first crossing (Q/K right after the burst; recovered untreated when the rolling median, below the "
+    "recovery threshold at the later of the first crossing and the burst's end, reaches it afterwards, in "
+    "the branch or its extension). The settled skip collapses (the closed reference) are read by the same "
+    "rule beside it"
+)
+
+
+RULE_H6_CONTROL_CHANGE = (
+    "Until 2026-12-07 H6's control was the same rule on the drivers' settled skip collapses. The closed "
+    "reference R is the largest Q/K of those same collapses, so none of them can reach 100 R: that control "
+    "could read only 'refuted' (or 'not testable'), whatever the evidence, and it read 'refuted' beside a "
+    "'refuted' H6 at full. The control is now the bursts whose rank dipped and climbed back, networks of "
+    "this chapter whose path is open by what they did, read by the same rule; fixed before its results "
+    "were computed. The skip collapses' reading is kept beside it"
 )
 
 
@@ -61,7 +77,13 @@ RULE_H6_CHANGE_SETTLE = (
 )
 
 
-H6_CONTROL_ON = "the drivers' settled skip collapses, whose path the weakened skip closes"
+H6_CONTROL_ON = (
+    "the bursts that dipped and climbed back (transient), each taken as a collapse at its first crossing: "
+    "the open-path reference"
+)
+H6_CLOSED_ON = (
+    "the drivers' settled skip collapses, whose path the weakened skip closes (the closed reference)"
+)
 
 
 H7_MIN_JUDGED = 3  # H7: bursts judged at least; two judged against each other cancel by construction
@@ -184,6 +206,8 @@ def path_state(evidence: dict, testable_on: str = "median") -> dict:
 
 def _classes(evidence: dict) -> str:
     """How the units of ``evidence`` were classed by the settling rule, for a reason."""
+    if evidence.get("classes"):
+        return evidence["classes"]
     unit = evidence.get("unit", "bursts")
     extra = [
         f"{evidence['n_transient']} dipped below the threshold and climbed back within the settling "
@@ -204,14 +228,15 @@ def verdict_h6(evidence: dict) -> tuple[str, str]:
     untreated), ``n_transient`` and ``n_open_ended`` (bursts that only dipped, or crossed too late to
     tell), ``n_bursts`` (every burst run), ``qk_skip`` (the closed reference R: the largest settled skip
     collapse's Q/K; None if none settled), ``qk_skip_median`` and ``qk_healthy``. ``unit`` (default
-    "bursts") names what was classed, for the control on the skip collapses."""
+    "bursts") names what was classed and ``judged`` (default "settled bursts") what is judged, for the
+    controls; ``classes`` (optional) replaces the sentence on how the units were classed."""
     qk, rec, R, Hq = (
         evidence["qk_collapsed"],
         evidence["recovered"],
         evidence["qk_skip"],
         evidence["qk_healthy"],
     )
-    unit = evidence.get("unit", "bursts")
+    judged = evidence.get("judged", "settled bursts")
     cls = _classes(evidence)
     if not qk:
         return "inconclusive", f"no collapse to judge: {cls}"
@@ -226,11 +251,11 @@ def verdict_h6(evidence: dict) -> tuple[str, str]:
         )
     n, n_rec, back = len(qk), sum(bool(r) for r in rec), evidence.get("n_back_in_burst", 0)
     q = (
-        f"median Q/K of the {n} settled {unit} {ps['median']:.2g} = {ps['vs_skip']:.2g}x the least closed "
+        f"median Q/K of the {n} {judged} {ps['median']:.2g} = {ps['vs_skip']:.2g}x the least closed "
         f"skip collapse's {R:.2g} ({ps['n_open']} of {n} at or above {OPEN_FACTOR:g}x; "
         f"{ps['vs_healthy']:.2g} of healthy)"
     )
-    r = f"{n_rec} of {n} settled {unit} recovered untreated" + (
+    r = f"{n_rec} of {n} {judged} recovered untreated" + (
         f" ({back} more were back above the recovery threshold by the burst's end, at the raised rate: not "
         "untreated)"
         if back
@@ -392,17 +417,13 @@ def old_verdict_h7(evidence: dict) -> tuple[str, str]:
 
 
 # why a smoke verdict differs from the full one (checked by tests/test_records.py against the records)
-_SMOKE_FEW = (
-    "the smoke miniature has two settled bursts (both at x32, the deepest) and no extension of the "
-    "branches, and no burst there dips and climbs back; at full the settled bursts that recover untreated "
-    "are a minority, some only in the extension, so two bursts followed for the branch alone are expected "
-    "to show none"
-)
-
-
 SMOKE_VERDICT_NOTES: dict[str, str] = {
-    "H6": _SMOKE_FEW + ": the path is open at smoke as at full, but no recovery is seen",
-    "H7": _SMOKE_FEW + ", and without a settled burst that recovered there is no gap to attribute",
+    "H6": "the smoke miniature collapses only its two bursts at x32 (the deepest), of which both settle or "
+    "one dips and climbs back, depending on the kernels, and does not extend the branches. The settled "
+    "bursts' path reads open against the two skip collapses, but none recovers, so the rule can neither "
+    "support nor refute. At full, ten seeds' "
+    "settled bursts are judged against ten drivers' skip collapses, and the rule reads their path on the "
+    "other side of its line (the full page gives the verdict and its numbers)",
 }
 
 
@@ -444,6 +465,8 @@ def burst_table(p, sm: dict, ext_rows: list, qk_burst: dict) -> list[dict]:
                     "gap": r["loss_gap"],
                     "gap_ext": None if e is None else e["loss_gap"],
                     "qk": qk_burst[r["seed"]][m],
+                    "dip_recovered": src["dip_recovered"] is not None,
+                    "dip_back": src["dip_back"],
                 }
             )
     return out
@@ -519,6 +542,7 @@ def skip_control_evidence(p, drivers: dict, healthy: dict, path: dict) -> dict:
     by = path["skip_by_seed"]
     return {
         "unit": "skip-collapse drivers",
+        "judged": "settled skip collapses",
         "bursts": [f"driver seed {s}" for s in st],
         "qk_collapsed": [by[str(s)] for s in st],
         "recovered": rec,
@@ -529,6 +553,33 @@ def skip_control_evidence(p, drivers: dict, healthy: dict, path: dict) -> dict:
         "qk_skip": max(by.values()) if by else None,
         "qk_skip_median": path["skip"],
         "qk_skip_by_seed": by,
+        "qk_healthy": path["healthy"],
+    }
+
+
+def open_control_evidence(bursts: list, path: dict) -> dict:
+    """H6's control, the open-path reference: the same evidence for the bursts that dipped below the
+    threshold and climbed back within the settling time (:func:`burst_table`'s "transient"), each taken as a
+    collapse at its first crossing (``dip_recovered``, ``dip_back``: :func:`~.experiments.dip_recovery`),
+    with the closed reference of ``path`` unchanged."""
+    tr_ = [b for b in bursts if b["settle"] == "transient"]
+    return {
+        "unit": "bursts",
+        "judged": "transient dips",
+        "classes": (
+            f"{len(tr_)} of {len(bursts)} bursts dipped below the threshold and climbed back within the "
+            "settling time (each taken here as a collapse at its first crossing)"
+        ),
+        "bursts": [b["label"] for b in tr_],
+        "qk_collapsed": [b["qk"] for b in tr_],
+        "recovered": [b["dip_recovered"] for b in tr_],
+        "n_back_in_burst": sum(b["dip_back"] for b in tr_),
+        "n_transient": 0,
+        "n_open_ended": 0,
+        "n_bursts": len(bursts),
+        "qk_skip": max(path["skip_by_seed"].values()) if path["skip_by_seed"] else None,
+        "qk_skip_median": path["skip"],
+        "qk_skip_by_seed": path["skip_by_seed"],
         "qk_healthy": path["healthy"],
     }
 
@@ -654,23 +705,55 @@ def judge_h6_lines(ch, ev6: dict, ps: dict) -> None:
         )
 
 
+def judge_h6_control_lines(ch, ctl6: dict) -> None:
+    """Record what H6's rule reads on its control (:func:`open_control_evidence`), each held to its side of
+    its line: the transient dips' median Q/K over the closed reference (open from :data:`OPEN_FACTOR`) and
+    how many of them recovered untreated (supported from one). Recorded only where the rule reads them."""
+    ps = path_state(ctl6)
+    if ps["vs_skip"] is not None:
+        checks.in_decades(
+            ch,
+            "h6_control_median_vs_skip",
+            ps["vs_skip"],
+            decades=1.0,
+            limits=(OPEN_FACTOR,),
+            glue=False,
+            note="H6's control: the transient dips' median Q/K over the closed reference; the rule reads it "
+            f"against {OPEN_FACTOR:g}",
+        )
+    checks.fragile_text(ch, "h6_control_median_vs_skip")
+    if ps["n_open"] is not None:
+        checks.count(
+            ch,
+            "h6_control_recovered",
+            sum(bool(r) for r in ctl6["recovered"]),
+            of=len(ctl6["qk_collapsed"]),
+            limits=(0.5,),
+            note="H6's control: transient dips that recovered untreated; the rule supports from one",
+        )
+
+
 def judge_h6_h7(
     ch, p, sm: dict, path: dict, rec_gaps: list, *, qk: dict, ext_rows: list, drivers: dict, healthy: dict
 ) -> tuple[list, dict]:
-    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) beside its control (the same rule on the skip
-    collapses, :func:`skip_control_evidence`) and H7 (:func:`verdict_h7`, :data:`RULE_H7`) beside its
-    control (the same rule on the bursts that did not settle, :func:`h7_control_evidence`). The previous
-    rules' verdicts on their own evidence are recorded beside (``h6_dip_rule_verdict``,
-    ``h6_old_rule_verdict``, ``h7_old_rule_verdict``; the rule before :data:`RULE_H6_CHANGE` glued). Glue
-    the classes, the path's state, both verdicts' and controls' reasons, and the rules as recorded. Returns
-    the bursts and H6's evidence, which :func:`~.report.record_settling` and
-    :func:`~.report.record_open_path` record for the page."""
+    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) beside its control (the same rule on the transient
+    dips, the open-path reference, :func:`open_control_evidence`; the same rule on the skip collapses, the
+    closed reference, :func:`skip_control_evidence`, beside it) and H7 (:func:`verdict_h7`,
+    :data:`RULE_H7`) beside its control (the same rule on the bursts that did not settle,
+    :func:`h7_control_evidence`). The previous rules' verdicts on their own evidence are recorded beside
+    (``h6_dip_rule_verdict``, ``h6_old_rule_verdict``, ``h7_old_rule_verdict``; the rule before
+    :data:`RULE_H6_CHANGE` glued). Glue the classes, the path's state, both verdicts' and controls'
+    reasons, and the rules as recorded. Returns the bursts and H6's evidence, which
+    :func:`~.report.record_settling` and :func:`~.report.record_open_path` record for the page."""
 
     bursts = burst_table(p, sm, ext_rows, qk["burst"])
     ev6 = h6_evidence(p, bursts, path)
     v6, why6 = verdict_h6(ev6)
-    ctl6 = skip_control_evidence(p, drivers, healthy, path)
+    ctl6 = open_control_evidence(bursts, path)
     vc6, whyc6 = verdict_h6(ctl6)
+    closed6 = skip_control_evidence(p, drivers, healthy, path)
+    vcl6, whycl6 = verdict_h6(closed6)
+    judge_h6_control_lines(ch, ctl6)
     across = h6_across_interval(ev6)
     ch.glue("h6_interval", checks.interval_text(across))
     # the previous rules, on the rolling-median dips they read
@@ -688,6 +771,8 @@ def judge_h6_h7(
             "reason": why6,
             "across_interval": across,
             "control": {"on": H6_CONTROL_ON, "verdict": vc6, "reason": whyc6, "evidence": ctl6},
+            "closed_reference": {"on": H6_CLOSED_ON, "verdict": vcl6, "reason": whycl6, "evidence": closed6},
+            "control_change": RULE_H6_CONTROL_CHANGE,
             "dip_rule": {"rule": RULE_H6_DIP, "verdict": v_dip, "reason": why_dip, "evidence": dip},
             "rule_change": RULE_H6_CHANGE_SETTLE,
         },
@@ -715,6 +800,9 @@ def judge_h6_h7(
     ch.glue("h6_reason", why6)
     ch.glue("h6_control_verdict", vc6)
     ch.glue("h6_control_reason", whyc6)
+    ch.glue("h6_closed_verdict", vcl6)
+    ch.glue("h6_closed_reason", whycl6)
+    ch.glue("h6_control_change", RULE_H6_CONTROL_CHANGE)
     ch.glue("h6_dip_verdict", v_dip)
     ch.glue("h6_dip_reason", why_dip)
     ch.glue("h6_old_reason", old_why6)
