@@ -417,14 +417,7 @@ def old_verdict_h7(evidence: dict) -> tuple[str, str]:
 
 
 # why a smoke verdict differs from the full one (checked by tests/test_records.py against the records)
-SMOKE_VERDICT_NOTES: dict[str, str] = {
-    "H6": "the smoke miniature collapses only its two bursts at x32 (the deepest), of which both settle or "
-    "one dips and climbs back, depending on the kernels, and does not extend the branches. The settled "
-    "bursts' path reads open against the two skip collapses, but none recovers, so the rule can neither "
-    "support nor refute. At full, ten seeds' "
-    "settled bursts are judged against ten drivers' skip collapses, and the rule reads their path on the "
-    "other side of its line (the full page gives the verdict and its numbers)",
-}
+SMOKE_VERDICT_NOTES: dict[str, str] = {}  # smoke and full agree on H6 and H7 (both inconclusive)
 
 
 def onset_bracket(multipliers, collapsed: dict) -> tuple[float | None, float | None]:
