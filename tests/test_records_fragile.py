@@ -214,3 +214,22 @@ def test_a_count_absent_under_some_kernels_is_kept_for_reading_and_breaks_no_kin
     rec = records.record_with_spread(here, {"avx2": _doc()}, fragile=True)
     assert rec["values"]["dips"]["unchecked"] and rec["values"]["dips"]["kind"] == "count"
     assert records.kind_violations(rec) == []
+
+
+def test_a_reading_per_term_that_moves_with_the_kernels_is_recorded_fragile_as_a_whole():
+    def reading(cos):
+        return {
+            "value": {"penalty": {"line": "falls"}, "cosine": {"line": cos}},
+            "rtol": 0.0,
+            "atol": 0.0,
+            "note": "the reading per term",
+        }
+
+    here = _doc(values={"r": reading("falls")})
+    there = _doc(values={"r": reading("stays within a factor 2")})
+    with pytest.raises(records.RecordError, match="non-numeric"):
+        records.record_with_spread(here, {"avx2": there})
+    rec = records.record_with_spread(here, {"avx2": there}, fragile=True)
+    assert set(rec["values"]["r"]["seen"]) == {records.THIS_RUN, "avx2"}
+    assert _ok(rec, here) and _ok(rec, there)
+    assert not _ok(rec, _doc(values={"r": reading("rises")}))

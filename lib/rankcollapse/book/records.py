@@ -868,12 +868,13 @@ def derive_tolerance(
     non-integer value); atol = max(the chapter's own atol, FLOOR_ATOL when a leaf sits at the round-off
     floor); an integer-only value with no measured deviation stays exact. A non-numeric leaf (a string, a
     flag) that differs between variants cannot be given a tolerance: :class:`RecordError`, unless
-    ``fragile`` and the value is one such leaf (a previous rule's verdict, say): then it is recorded
-    kernel-fragile, with every outcome seen (``seen``), and checked to be one of them."""
+    ``fragile`` and the value holds only such leaves (a previous rule's verdict, say, or a reading per term):
+    then it is recorded kernel-fragile, with every outcome seen (``seen``), and checked to be one of them."""
     v = entry["value"]
     s = spread(v, others)
     plain = [v, *others]
-    if s["mismatch"] is not None and fragile and all(isinstance(x, (str, bool)) or x is None for x in plain):
+    outcomes = all(isinstance(x, (str, bool)) or x is None for y in plain for _, x in _leaves(y))
+    if s["mismatch"] is not None and fragile and outcomes:  # readings only (one, or one per term), no number
         seen = {THIS_RUN: v, **dict(zip(variants, others))}
         base = entry.get("note", "").split(" || measured:")[0]
         return {
