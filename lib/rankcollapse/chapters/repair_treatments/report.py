@@ -490,6 +490,7 @@ def record_line(ch, p, line: dict, summary: dict, branches: dict) -> dict:
         note="median over events of rho(t = 1) / rho(t = 0) along the line, per term; RULE_F6M reads it "
         f"against {F6M_FACTOR:g} and 1/{F6M_FACTOR:g}",
     )
+    checks.fragile_text(ch, "f6m_line_factor")
     checks.in_decades(
         ch,
         "f6m_task_factor",
