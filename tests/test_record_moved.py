@@ -77,3 +77,19 @@ def test_a_removed_parameter_only_when_named():
     now2["params"]["n"] = 4
     with pytest.raises(RecordError, match="other parameters"):
         moved(rec, before, now2, removed_params=("stack",))
+
+
+def test_a_stated_smoke_note_is_not_a_result_and_follows_the_new_code():
+    """A chapter that drops (or adds) its stated reason for a smoke verdict computes nothing else: the move is
+    accepted, and the record carries the new code's note, not the old one."""
+    rec, before, now = _three()
+    for d in (rec, before):
+        d["verdicts"]["C3"]["smoke_note"] = "the miniature cannot judge C3"
+    out = moved(rec, before, now)
+    assert "smoke_note" not in out["verdicts"]["C3"] and "smoke note changed for C3" in out["moved"]
+    assert out["verdicts"]["C3"]["verdict"] == rec["verdicts"]["C3"]["verdict"]
+    now["verdicts"]["C3"]["smoke_note"] = "another reason"
+    assert moved(rec, before, now)["verdicts"]["C3"]["smoke_note"] == "another reason"
+    now["verdicts"]["C3"]["verdict"] = "refuted"  # a computed key still refuses
+    with pytest.raises(RecordError, match="other verdicts: C3"):
+        moved(rec, before, now)

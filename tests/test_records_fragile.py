@@ -208,6 +208,23 @@ def test_a_value_that_only_some_kernel_variants_give_is_refused_unless_recorded_
     assert not _ok(rec, _doc(values={"x": {"value": 9.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}}))
 
 
+def test_a_number_one_variant_cannot_form_is_absent_there():
+    """A ratio that is NaN under one variant (measured: repair-path's lowest held alpha over the collapse's at
+    smoke, 0 natively, NaN under scalar, where no held switch recovered) is a value that variant did not
+    give: refused without --fragile, kept for reading with it; NaN under every variant is recorded as usual."""
+
+    def ratio(v):
+        return _doc(values={"r": {"value": v, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}})
+
+    with pytest.raises(records.RecordError, match="missing under variant 'scalar'"):
+        records.record_with_spread(ratio(0.0), {"scalar": ratio(float("nan"))})
+    rec = records.record_with_spread(ratio(0.0), {"scalar": ratio(float("nan"))}, fragile=True)
+    assert rec["values"]["r"]["absent_seen"] == ["scalar"] and rec["values"]["r"]["value"] == 0.0
+    assert _ok(rec, ratio(0.0)) and _ok(rec, ratio(float("nan")))
+    both = records.record_with_spread(ratio(float("nan")), {"scalar": ratio(float("nan"))})
+    assert "absent_seen" not in both["values"]["r"]
+
+
 def test_a_count_absent_under_some_kernels_is_kept_for_reading_and_breaks_no_kind_rule():
     dips = {"value": 0, "rtol": 0.0, "atol": 0.0, "kind": "count", "of": 1, "limits": [0.5], "note": "dips"}
     here = _doc(values={"x": {"value": 1.0, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}, "dips": dips})

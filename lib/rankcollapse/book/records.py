@@ -992,12 +992,21 @@ def _straddling(rec: dict, lims: tuple, variants: list[str]) -> dict:
 def _presence_moves(doc: dict, variant_docs: dict[str, dict], fragile: bool) -> dict[str, tuple[dict, list]]:
     """The values that this run or some kernel variant (the replaced record aside) gives and another does not
     (a line a rule reads only when what it reads exists, such as a control's median over the bursts that
-    dipped, where one burst dips under some kernels and settles under others): ``{name: (an entry that gave
-    it, [the runs without it, this run as THIS_RUN])}``. Refused (RecordError) unless ``fragile``."""
+    dipped, where one burst dips under some kernels and settles under others; or a ratio that is NaN under
+    some, where nothing it divides by was measured): ``{name: (an entry that gave it, [the runs without it,
+    this run as THIS_RUN])}``. Refused (RecordError) unless ``fragile``."""
     runs = {THIS_RUN: doc} | {n: d for n, d in variant_docs.items() if n != RECORDED}
     out: dict[str, tuple[dict, list]] = {}
+
+    def gives(d: dict, name: str) -> bool:  # NaN throughout: a number the run could not form (0 / 0, say)
+        e = d.get("values", {}).get(name)
+        leaves = [x for _, x in _leaves(e["value"])] if e is not None else []
+        return e is not None and not (leaves and all(isinstance(x, float) and math.isnan(x) for x in leaves))
+
     for name in dict.fromkeys(k for d in runs.values() for k in d.get("values", {})):
-        gone = [n for n, d in runs.items() if name not in d.get("values", {})]
+        gone = [n for n, d in runs.items() if not gives(d, name)]
+        if len(gone) == len(runs):
+            continue  # undefined under every variant: the same everywhere, recorded as it is
         if not gone:
             continue
         if not fragile:
@@ -1006,7 +1015,7 @@ def _presence_moves(doc: dict, variant_docs: dict[str, dict], fragile: bool) -> 
                 f"{', '.join(repr(g) for g in gone)}"
                 " (record it as kernel-fragile with --fragile)"
             )
-        given = next(d["values"][name] for d in runs.values() if name in d.get("values", {}))
+        given = next(d["values"][name] for d in runs.values() if gives(d, name))
         out[name] = (given, gone)
     return out
 
@@ -1208,10 +1217,17 @@ def moved(recorded: dict, before: dict, now: dict, removed_params: tuple = ()) -
     if differ:
         raise RecordError(f"--moved: chapter '{ch}' computes other numbers: {', '.join(differ[:8])}")
     bver, nver = before.get("verdicts", {}), now.get("verdicts", {})
-    vdiff = [c for c in set(bver) | set(nver) if not _same(bver.get(c), nver.get(c))]
+    vdiff = [c for c in set(bver) | set(nver) if not _same(_computed(bver.get(c)), _computed(nver.get(c)))]
     if vdiff:
         raise RecordError(f"--moved: chapter '{ch}' decides other verdicts: {', '.join(sorted(vdiff))}")
     out = dict(recorded)
+    # a stated note (the chapter's SMOKE_VERDICT_NOTES) is text of the code, not a result: the record takes
+    # the new code's, added or removed
+    notes = [c for c in nver if not _same(_stated(bver.get(c)), _stated(nver.get(c)))]
+    out["verdicts"] = {
+        c: _computed(v) | _stated(nver.get(c)) if isinstance(v, dict) else v
+        for c, v in recorded.get("verdicts", {}).items()
+    }
     out["params"] = {k: v for k, v in recorded.get("params", {}).items() if k not in gone}
     for k in ("code_hash", "library_hash", "library_version"):
         out[k] = now.get(k)
@@ -1221,5 +1237,19 @@ def moved(recorded: dict, before: dict, now: dict, removed_params: tuple = ()) -
         f"({(now.get('kernels') or {}).get('cpu_capability', '?')}) computed every value and verdict "
         "bit-identically, so the tolerances measured over the old code's kernel variants stand"
         + (f"; parameter(s) removed: {', '.join(sorted(gone))}" if gone else "")
+        + (f"; the chapter's stated smoke note changed for {', '.join(sorted(notes))}" if notes else "")
     )
     return out
+
+
+STATED = ("smoke_note",)  # in a verdict: written by the chapter's author, not computed by the run
+
+
+def _computed(v: Any) -> Any:
+    """A verdict without its :data:`STATED` keys (what ``--moved`` requires bit-identical)."""
+    return {k: x for k, x in v.items() if k not in STATED} if isinstance(v, dict) else v
+
+
+def _stated(v: Any) -> dict:
+    """A verdict's :data:`STATED` keys alone."""
+    return {k: x for k, x in v.items() if k in STATED} if isinstance(v, dict) else {}

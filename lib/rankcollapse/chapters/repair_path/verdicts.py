@@ -675,14 +675,7 @@ def verdict_w1(ev: dict) -> tuple[str, str]:
     return "inconclusive", f"no clean separation: {text}"
 
 
-SMOKE_VERDICT_NOTES: dict[str, str] = {
-    "H5": (
-        "the smoke miniature has two events and no delay alpha at which its undelayed switches recover in "
-        "some events and not others, so no delay can be judged and no replicate is trained (no measured "
-        "margin, no control); the full profile has seven or more events and alphas where recovery is "
-        "uncertain"
-    ),
-}
+SMOKE_VERDICT_NOTES: dict[str, str] = {}  # smoke and full agree on every claim (H3 and H5 both inconclusive)
 VERDICTS = {"H3": verdict_h3, "H4": verdict_h4, "H5": verdict_h5, "H7": verdict_h7, "W1": verdict_w1}
 
 
