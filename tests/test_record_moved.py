@@ -80,8 +80,8 @@ def test_a_removed_parameter_only_when_named():
 
 
 def test_a_stated_smoke_note_is_not_a_result_and_follows_the_new_code():
-    """A chapter that drops (or adds) its stated reason for a smoke verdict computes nothing else: the move is
-    accepted, and the record carries the new code's note, not the old one."""
+    """A chapter that drops (or adds) its stated reason for a smoke verdict computes nothing else: the move
+    is accepted, and the record carries the new code's note, not the old one."""
     rec, before, now = _three()
     for d in (rec, before):
         d["verdicts"]["C3"]["smoke_note"] = "the miniature cannot judge C3"

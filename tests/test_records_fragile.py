@@ -209,9 +209,10 @@ def test_a_value_that_only_some_kernel_variants_give_is_refused_unless_recorded_
 
 
 def test_a_number_one_variant_cannot_form_is_absent_there():
-    """A ratio that is NaN under one variant (measured: repair-path's lowest held alpha over the collapse's at
-    smoke, 0 natively, NaN under scalar, where no held switch recovered) is a value that variant did not
-    give: refused without --fragile, kept for reading with it; NaN under every variant is recorded as usual."""
+    """A ratio that is NaN under one variant (measured: repair-path's lowest held alpha over the collapse's
+    at smoke, 0 natively, NaN under scalar, where no held switch recovered) is a value that variant did not
+    give: refused without --fragile, kept for reading with it; NaN under every variant is recorded as
+    usual."""
 
     def ratio(v):
         return _doc(values={"r": {"value": v, "rtol": 0.0, "atol": 0.0, "note": "a ratio"}})
