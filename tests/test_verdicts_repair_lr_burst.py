@@ -292,14 +292,21 @@ def test_h7_without_a_reference_or_a_recovery():
     assert v == "inconclusive" and "cancel by construction" in why
 
 
-def test_h7_control_runs_only_beside_a_decision_and_keeps_its_own_reading():
-    three = [(0.43, 0.40), (0.44, 0.41), (0.42, 0.39)]
-    control = _s7([(r, r) for g, r in three], n_settled=0)  # on its own: refuted
-    # H7 judged three bursts: the control is the same rule on the bursts that did not settle
-    assert verdicts.verdict_h7_control(_s7(three), control) == verdicts.verdict_h7(control)
-    # H7 judged fewer than it needs: no decision to stand beside, but the reading is kept in the reason
-    v, why = verdicts.verdict_h7_control(_s7(three[:2]), control)
-    assert v == "not run" and "judged 2 bursts" in why and "reads: refuted" in why
+def test_h7_control_is_run_beside_any_h7_and_can_refute():
+    """H7's control is the same rule on the bursts that did not settle, run whatever H7 judged (before
+    RULE_H7_CONTROL_CHANGE it was "not run" beside an H7 with too few recoveries to judge): on bursts whose
+    gaps match their neighbours' it reads "refuted", so an "inconclusive" H7 stands beside a decision."""
+    assert not hasattr(verdicts, "verdict_h7_control")
+    bursts = [
+        _b("seed 0 x16", 16.0, "none", 0.30),
+        _b("seed 1 x16", 16.0, "transient", 0.31, seed=1),
+        _b("seed 2 x16", 16.0, "none", 0.30, seed=2),
+        _b("seed 0 x32", 32.0, "settled", 0.9),
+    ]
+    p = SimpleNamespace(multipliers=[16.0, 32.0])
+    assert verdicts.verdict_h7(verdicts.h7_evidence(p, bursts))[0] == "inconclusive"  # none recovered
+    assert verdicts.verdict_h7(verdicts.h7_control_evidence(p, bursts))[0] == "refuted"
+    assert "always run" in verdicts.RULE_H7_CONTROL_CHANGE
 
 
 def test_h6_evidence_counts_classes_and_the_skip_control_is_refuted():
@@ -325,8 +332,46 @@ def test_h6_evidence_counts_classes_and_the_skip_control_is_refuted():
     healthy = {s: {"hist": hist(0, [3.0] * 5)} for s in (0, 1)}
     ctl = verdicts.skip_control_evidence(p, drivers, healthy, path)
     assert ctl["qk_collapsed"] == [1e-10, 1e-14] and ctl["recovered"] == [False, True]
+    assert ctl["ref_each"] == [1e-14, 1e-10]  # each against the other, itself left out
+    # seed 0 is 10^4 x seed 1: open against it, so the skip collapses are "mostly closed", not "closed"
     v, why = verdicts.verdict_h6(ctl)
-    assert v == "refuted" and "skip-collapse drivers" in why and "settled skip collapses" in why
+    assert v == "inconclusive" and "skip-collapse drivers" in why and "itself left out" in why
+    assert "1 of 2 at or above" in why
+
+
+def test_h6_control_each_skip_collapse_against_the_others():
+    """The control reads each settled skip collapse against the largest of the others: within 100x of one
+    another they are all closed ("refuted"); one 100x above the rest is open, so the reading is not forced
+    by the reference being the largest of the same collapses; alone, none is left to be a reference."""
+    p = SimpleNamespace(seeds=[0, 1, 2], threshold=1.5, recover_frac=0.5, recover_window=1)
+    drivers = {
+        s: {"det": {"settled": 20, "heals": []}, "hist": hist(0, [3.0, 1.4, 1.2, 1.1, 1.2])}
+        for s in range(3)
+    }
+    healthy = {s: {"hist": hist(0, [3.0] * 5)} for s in range(3)}
+
+    def ctl(by):
+        path = {"skip": sorted(by.values())[len(by) // 2], "skip_by_seed": by, "healthy": 0.03}
+        return verdicts.skip_control_evidence(p, drivers, healthy, path)
+
+    v, why = verdicts.verdict_h6(ctl({"0": 2e-7, "1": 1e-9, "2": 8e-8}))
+    assert v == "refuted" and "0 of 3 at or above" in why
+    v, why = verdicts.verdict_h6(ctl({"0": 2e-5, "1": 1e-9, "2": 8e-8}))
+    assert v == "inconclusive" and "1 of 3 at or above" in why and "mostly closed" in why
+    # the lower median with an even count: one unit open does not open the two middle ones' reading
+    p2 = SimpleNamespace(seeds=[0, 1], threshold=1.5, recover_frac=0.5, recover_window=1)
+    path2 = {"skip": 1e-9, "skip_by_seed": {"0": 1e-6, "1": 1e-9}, "healthy": 0.03}
+    ev2 = verdicts.skip_control_evidence(p2, drivers, healthy, path2)
+    assert verdicts.path_state(ev2)["vs_skip"] == 1e-3
+    # alone, a settled skip collapse has no other to be its reference
+    ev1 = verdicts.skip_control_evidence(
+        p2,
+        {0: {"det": {"heals": []}}, 1: drivers[1]},
+        healthy,
+        {"skip": 1e-9, "skip_by_seed": {"1": 1e-9}, "healthy": 0.03},
+    )
+    v, why = verdicts.verdict_h6(ev1)
+    assert v == "inconclusive" and "none is left to be the others' reference" in why
 
 
 def test_dip_recovery_reads_a_transient_from_its_first_crossing():
@@ -345,10 +390,11 @@ def test_dip_recovery_reads_a_transient_from_its_first_crossing():
     assert ex.dip_recovery(held, ex.settling(held, 1.5, 3, 20), 20, 2.0, 1) == (None, False)
 
 
-def test_h6_control_is_the_transient_dips_and_reaches_the_other_outcome():
-    """The open-path control reads the transient dips by H6's rule against the same closed reference: it
-    says "supported" where the dips' path is open and one recovered, "refuted" where their path is as
-    closed as the skip collapses', and cannot read the settled bursts or the skip collapses at all."""
+def test_h6_open_reference_is_the_transient_dips_and_reaches_the_other_outcome():
+    """The open-path reference (beside the control) reads the transient dips by H6's rule against the same
+    closed reference: it says "supported" where the dips' path is open and one recovered, "refuted" where
+    their path is as closed as the skip collapses', and cannot read the settled bursts or the skip
+    collapses at all."""
     path = {"skip": 1e-12, "skip_by_seed": {"0": 1e-10, "1": 1e-14}, "healthy": 0.03}
     bursts = [
         _b("seed 0 x16", 16.0, "transient", 0.1, qk=5e-4, dip_rec=True),

@@ -3,9 +3,9 @@ path open, and it can recover untreated) and H7 (the loss stays above a healthy 
 recovers) as text (``RULE_*``; H6's rule before its change, ``RULE_H6_MAX`` with ``RULE_H6_CHANGE``, and
 the previous rule ``RULE_H6_OLD`` shown beside), their decision functions (``verdict_*``, the previous
 ``old_verdict_h6``, listed in ``VERDICTS``), H6's path test (:func:`path_state`), evidence
-(:func:`h6_evidence`, the onset bracket :func:`onset_bracket`), its control on the transient dips
-(:func:`open_control_evidence`) and closed reference (:func:`skip_control_evidence`), the verdict across the
-count's interval
+(:func:`h6_evidence`, the onset bracket :func:`onset_bracket`), its control on the skip collapses, each
+against the others (:func:`skip_control_evidence`), and its open-path reference on the transient dips
+(:func:`open_control_evidence`), the verdict across the count's interval
 (:func:`h6_across_interval`), the smoke notes, and :func:`judge_h6_h7`, which records both verdicts.
 """
 
@@ -46,22 +46,31 @@ RULE_H6 = (
     "R), or if the settled skip collapses' median Q/K is above 1/10^4 of the healthy parents' median Q/K; "
     "refuted if every settled burst's path is closed; supported if the settled bursts' median Q/K is >= "
     "100 R and at least one settled burst recovered untreated within the branch or its extension; else "
-    "inconclusive. The control (the open-path reference): the same rule on the bursts that dipped below the "
-    "threshold and climbed back within the settling time (transient), each taken as a collapse at its "
-    "first crossing (Q/K right after the burst; recovered untreated when the rolling median, below the "
-    "recovery threshold at the later of the first crossing and the burst's end, reaches it afterwards, in "
-    "the branch or its extension). The settled skip collapses (the closed reference) are read by the same "
-    "rule beside it"
+    "inconclusive. The control (closed paths): the same rule on the drivers' settled skip collapses, each "
+    "against the largest Q/K of the others (itself left out of its own reference, as in H7's control; "
+    "inconclusive with fewer than two), its path open when its Q/K >= 100 times that, the median read as "
+    "the median of those ratios (the lower middle one for an even count), recovered untreated when it "
+    "reached the recovery threshold in the driver's own run after settling. Beside it, the open-path "
+    "reference: the same rule on the bursts that dipped below the threshold and climbed back within the "
+    "settling time (transient), each taken as a collapse at its first crossing (Q/K right after the burst; "
+    "recovered untreated when the rolling median, below the recovery threshold at the later of the first "
+    "crossing and the burst's end, reaches it afterwards, in the branch or its extension)"
 )
 
 
 RULE_H6_CONTROL_CHANGE = (
-    "Until 2026-12-07 H6's control was the same rule on the drivers' settled skip collapses. The closed "
-    "reference R is the largest Q/K of those same collapses, so none of them can reach 100 R: that control "
-    "could read only 'refuted' (or 'not testable'), whatever the evidence, and it read 'refuted' beside a "
-    "'refuted' H6 at full. The control is now the bursts whose rank dipped and climbed back, networks of "
-    "this chapter whose path is open by what they did, read by the same rule; fixed before its results "
-    "were computed. The skip collapses' reading is kept beside it"
+    "H6's control has changed twice. First it was the same rule on the drivers' settled skip collapses "
+    "against R, the largest Q/K of those same collapses, so none could reach 100 R: it could read only "
+    "'refuted' (or 'not testable'), whatever the evidence, and read 'refuted' beside a 'refuted' H6 at "
+    "full. It then became the bursts whose rank dipped and climbed back (the open-path reference), fixed "
+    "before its results. That made it the one Part III control on which the claim is expected to hold "
+    "rather than fail, and under the avx2 kernels at full it read 'supported' beside a 'supported' H6, "
+    "so the verdict could not count there. The control is now again the skip collapses, the closed "
+    "paths on which the claim should fail (as the controls of H1-H5 and W1 are), with the construction "
+    "that forced its outcome removed: each collapse is judged against the others, itself left out, so one "
+    "whose Q/K is 100 times the rest's reads 'open'. This last change was made after the full results "
+    "under both kernel sets had been seen (there, every skip collapse lies within 100 times the largest "
+    "of the others); the open-path reading is kept beside it, with its verdict"
 )
 
 
@@ -78,11 +87,12 @@ RULE_H6_CHANGE_SETTLE = (
 
 
 H6_CONTROL_ON = (
+    "the drivers' settled skip collapses, whose path the weakened skip closes, each against the others "
+    "(itself left out)"
+)
+H6_OPEN_ON = (
     "the bursts that dipped and climbed back (transient), each taken as a collapse at its first crossing: "
     "the open-path reference"
-)
-H6_CLOSED_ON = (
-    "the drivers' settled skip collapses, whose path the weakened skip closes (the closed reference)"
 )
 
 
@@ -108,6 +118,17 @@ RULE_H7_CHANGE = (
     "so the 0.427-nat median was not shown to come from the collapse rather than from the burst. The rule "
     "now decides on the difference to bursts of similar size that did not collapse, at the same step, and "
     "counts a collapse and a recovery as H6 does. The previous rule's verdict is shown beside"
+)
+
+
+RULE_H7_CONTROL_CHANGE = (
+    "Until 2026-12-07 H7's control was run only where H7 itself judged 3 bursts or more, a condition added "
+    "after the smoke runs had shown the control's own count of bursts that did not settle moving with the "
+    "kernels. At full H7 judged no burst under either kernel set, so its control was never run, and the "
+    "ledger could not show that the rule reaches a decision on this build's bursts at all. The control is "
+    "now always run: beside an 'inconclusive' H7 it shows whether the want is of evidence (no recovered "
+    "collapse to judge) or of a rule that cannot decide; a control whose outcome moves with the kernels is "
+    "recorded as kernel-fragile"
 )
 
 
@@ -184,13 +205,26 @@ def path_state(evidence: dict, testable_on: str = "median") -> dict:
     ``n_open`` (collapsed bursts with Q/K >= :data:`OPEN_FACTOR` x the reference, the largest), ``median``,
     ``vs_skip`` and ``vs_healthy`` (the median's ratios; None where a side is missing) and ``state``: "–"
     (none collapsed), "not testable", "open", "closed" (every one), or "mostly closed" (the median closed,
-    some open)."""
+    some open). With ``ref_each`` (one reference per unit, the control's: the largest of the others, itself
+    left out) each unit is read against its own, ``vs_skip`` is the median of those ratios (the lower one
+    of the two middle ones for an even count), and a unit
+    without one (None: no other) makes the state "no reference"."""
     qk, R, Hq = evidence["qk_collapsed"], evidence["qk_skip"], evidence["qk_healthy"]
     closes = R if testable_on == "max" else evidence.get("qk_skip_median", R)
     med = float(np.median(qk)) if qk else None
+    # each unit's own closed reference (the control: the others' largest, itself left out), else R for all
+    each = evidence.get("ref_each")
+    if each:
+        ratios = [q / r for q, r in zip(qk, each)] if all(each) else None
+        # the lower median: with an even count, an average of the two middle ratios (one of them the
+        # largest unit's, over the second largest) would let one unit decide for two
+        vs = float(np.sort(ratios)[(len(ratios) - 1) // 2]) if ratios else None
+    else:
+        ratios = None if not R else [q / R for q in qk]
+        vs = None if med is None or not R else med / R
     out = {
         "median": med,
-        "vs_skip": None if med is None or not R else med / R,
+        "vs_skip": vs,
         "vs_healthy": None if med is None or not Hq else med / Hq,
         "n_open": None,
         "testable": R is not None and closes is not None and closes * OPEN_FACTOR**2 <= Hq,
@@ -199,8 +233,10 @@ def path_state(evidence: dict, testable_on: str = "median") -> dict:
         return out | {"state": "–"}
     if not out["testable"]:
         return out | {"state": "not testable"}
-    n_open = sum(q >= OPEN_FACTOR * R for q in qk)
-    state = "open" if med >= OPEN_FACTOR * R else "closed" if n_open == 0 else "mostly closed"
+    if ratios is None:
+        return out | {"state": "no reference"}
+    n_open = sum(x >= OPEN_FACTOR for x in ratios) if each else sum(q >= OPEN_FACTOR * R for q in qk)
+    state = "open" if out["vs_skip"] >= OPEN_FACTOR else "closed" if n_open == 0 else "mostly closed"
     return out | {"n_open": n_open, "state": state}
 
 
@@ -250,8 +286,14 @@ def verdict_h6(evidence: dict) -> tuple[str, str]:
             f"{c:.2g} is {c / Hq:.2g} of the healthy {Hq:.2g}, above 1/{OPEN_FACTOR**2:.0f})"
         )
     n, n_rec, back = len(qk), sum(bool(r) for r in rec), evidence.get("n_back_in_burst", 0)
+    if ps["state"] == "no reference":
+        return "inconclusive", f"{cls}; only {n} {judged}: none is left to be the others' reference"
     q = (
-        f"median Q/K of the {n} {judged} {ps['median']:.2g} = {ps['vs_skip']:.2g}x the least closed "
+        f"median Q/K of the {n} {judged} {ps['median']:.2g}; each over the largest of the others' "
+        f"(itself left out), median ratio {ps['vs_skip']:.2g} ({ps['n_open']} of {n} at or above "
+        f"{OPEN_FACTOR:g}x; {ps['vs_healthy']:.2g} of healthy)"
+        if evidence.get("ref_each")
+        else f"median Q/K of the {n} {judged} {ps['median']:.2g} = {ps['vs_skip']:.2g}x the least closed "
         f"skip collapse's {R:.2g} ({ps['n_open']} of {n} at or above {OPEN_FACTOR:g}x; "
         f"{ps['vs_healthy']:.2g} of healthy)"
     )
@@ -303,22 +345,6 @@ def verdict_h7(evidence: dict) -> tuple[str, str]:
 
 
 VERDICTS = {"H6": verdict_h6, "H7": verdict_h7}
-
-
-def verdict_h7_control(evidence: dict, control: dict) -> tuple[str, str]:
-    """H7's control: :func:`verdict_h7` on ``control`` (the bursts that did not settle), run only where H7
-    itself judged :data:`H7_MIN_JUDGED` bursts or more in ``evidence``. Otherwise "not run": a control
-    stands beside a decision, and there is none (this condition was added after the smoke runs, where the
-    control's own count of non-settled bursts moved with the kernels); the reason keeps what the same rule
-    reads on the control alone."""
-    v, why = verdict_h7(control)
-    n = len(evidence["judged"])
-    if n >= H7_MIN_JUDGED:
-        return v, why
-    return "not run", (
-        f"H7 itself judged {n} bursts (it needs {H7_MIN_JUDGED}), so there is no decision for the control "
-        f"to stand beside; on its own the same rule reads: {v} ({why})"
-    )
 
 
 def verdict_h6_dip(evidence: dict, testable_on: str = "median") -> tuple[str, str]:
@@ -512,7 +538,9 @@ def skip_control_evidence(p, drivers: dict, healthy: dict, path: dict) -> dict:
     """H6's control: the same evidence for the skip-collapse drivers, one per seed, classed by the detector
     that ran with them (settled, transient: a crossing that healed, open-ended, none), their Q/K at the
     saved collapse and whether each recovered untreated in the driver's own run after settling (alpha held
-    at alpha_min), against ``threshold + recover_frac (healthy srank there - threshold)``."""
+    at alpha_min), against ``threshold + recover_frac (healthy srank there - threshold)``. Each settled
+    collapse is read against its own closed reference, ``ref_each``: the largest Q/K of the other settled
+    collapses (itself left out; None where it is the only one), so that its reading is not forced."""
     st, rec, kinds = [], [], []
     for s in p.seeds:
         det = drivers[s]["det"]
@@ -538,6 +566,7 @@ def skip_control_evidence(p, drivers: dict, healthy: dict, path: dict) -> dict:
         "judged": "settled skip collapses",
         "bursts": [f"driver seed {s}" for s in st],
         "qk_collapsed": [by[str(s)] for s in st],
+        "ref_each": [max((by[str(o)] for o in st if o != s), default=None) for s in st],
         "recovered": rec,
         "n_back_in_burst": 0,
         "n_transient": kinds.count("transient"),
@@ -551,10 +580,10 @@ def skip_control_evidence(p, drivers: dict, healthy: dict, path: dict) -> dict:
 
 
 def open_control_evidence(bursts: list, path: dict) -> dict:
-    """H6's control, the open-path reference: the same evidence for the bursts that dipped below the
-    threshold and climbed back within the settling time (:func:`burst_table`'s "transient"), each taken as a
-    collapse at its first crossing (``dip_recovered``, ``dip_back``: :func:`~.experiments.dip_recovery`),
-    with the closed reference of ``path`` unchanged."""
+    """H6's open-path reference, read beside its control: the same evidence for the bursts that dipped
+    below the threshold and climbed back within the settling time (:func:`burst_table`'s "transient"),
+    each taken as a collapse at its first crossing (``dip_recovered``, ``dip_back``:
+    :func:`~.experiments.dip_recovery`), with the closed reference of ``path`` unchanged."""
     tr_ = [b for b in bursts if b["settle"] == "transient"]
     return {
         "unit": "bursts",
@@ -698,40 +727,54 @@ def judge_h6_lines(ch, ev6: dict, ps: dict) -> None:
         )
 
 
-def judge_h6_control_lines(ch, ctl6: dict) -> None:
-    """Record what H6's rule reads on its control (:func:`open_control_evidence`), each held to its side of
-    its line: the transient dips' median Q/K over the closed reference (open from :data:`OPEN_FACTOR`) and
-    how many of them recovered untreated (supported from one). Recorded only where the rule reads them."""
-    ps = path_state(ctl6)
+def judge_h6_control_lines(ch, ev: dict, prefix: str, what: str) -> None:
+    """Record what H6's rule reads on a control's evidence ``ev`` (the closed control,
+    :func:`skip_control_evidence`, as ``h6_control_*``; the open-path reference,
+    :func:`open_control_evidence`, as ``h6_open_ref_*``), each held to its side of its line: the median Q/K
+    over the closed reference (open from :data:`OPEN_FACTOR`), how many reach :data:`OPEN_FACTOR` times it
+    (closed at none) and how many recovered untreated (supported from one, read where the median is open).
+    Recorded only where the rule reads them. ``what`` names the units, for the notes."""
+    ps = path_state(ev)
     if ps["vs_skip"] is not None:
         checks.in_decades(
             ch,
-            "h6_control_median_vs_skip",
+            f"{prefix}_median_vs_skip",
             ps["vs_skip"],
             decades=1.0,
             limits=(OPEN_FACTOR,),
             glue=False,
-            note="H6's control: the transient dips' median Q/K over the closed reference; the rule reads it "
-            f"against {OPEN_FACTOR:g}",
+            note=f"H6's rule on {what}: the median Q/K over the closed reference; the rule reads it against "
+            f"{OPEN_FACTOR:g}",
         )
-    checks.fragile_text(ch, "h6_control_median_vs_skip")
-    if ps["n_open"] is not None:
+    checks.fragile_text(ch, f"{prefix}_median_vs_skip")
+    if ps["n_open"] is None:
+        return
+    n = len(ev["qk_collapsed"])
+    checks.count(
+        ch,
+        f"{prefix}_n_open",
+        ps["n_open"],
+        of=n,
+        limits=(0.5,),
+        note=f"H6's rule on {what}: how many reach {OPEN_FACTOR:g}x the closed reference; closed at none",
+    )
+    if ps["state"] == "open":
         checks.count(
             ch,
-            "h6_control_recovered",
-            sum(bool(r) for r in ctl6["recovered"]),
-            of=len(ctl6["qk_collapsed"]),
+            f"{prefix}_recovered",
+            sum(bool(r) for r in ev["recovered"]),
+            of=n,
             limits=(0.5,),
-            note="H6's control: transient dips that recovered untreated; the rule supports from one",
+            note=f"H6's rule on {what}: how many recovered untreated; supported from one (the path open)",
         )
 
 
 def judge_h6_h7(
     ch, p, sm: dict, path: dict, rec_gaps: list, *, qk: dict, ext_rows: list, drivers: dict, healthy: dict
 ) -> tuple[list, dict]:
-    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) beside its control (the same rule on the transient
-    dips, the open-path reference, :func:`open_control_evidence`; the same rule on the skip collapses, the
-    closed reference, :func:`skip_control_evidence`, beside it) and H7 (:func:`verdict_h7`,
+    """Verdicts H6 (:func:`verdict_h6`, :data:`RULE_H6`) beside its control (the same rule on the settled
+    skip collapses, each against the others, :func:`skip_control_evidence`; the same rule on the transient
+    dips, the open-path reference, :func:`open_control_evidence`, beside it) and H7 (:func:`verdict_h7`,
     :data:`RULE_H7`) beside its control (the same rule on the bursts that did not settle,
     :func:`h7_control_evidence`). The previous rules' verdicts on their own evidence are recorded beside
     (``h6_dip_rule_verdict``, ``h6_old_rule_verdict``, ``h7_old_rule_verdict``; the rule before
@@ -742,11 +785,12 @@ def judge_h6_h7(
     bursts = burst_table(p, sm, ext_rows, qk["burst"])
     ev6 = h6_evidence(p, bursts, path)
     v6, why6 = verdict_h6(ev6)
-    ctl6 = open_control_evidence(bursts, path)
+    ctl6 = skip_control_evidence(p, drivers, healthy, path)
     vc6, whyc6 = verdict_h6(ctl6)
-    closed6 = skip_control_evidence(p, drivers, healthy, path)
-    vcl6, whycl6 = verdict_h6(closed6)
-    judge_h6_control_lines(ch, ctl6)
+    open6 = open_control_evidence(bursts, path)
+    vop6, whyop6 = verdict_h6(open6)
+    judge_h6_control_lines(ch, ctl6, "h6_control", "the settled skip collapses, each against the others")
+    judge_h6_control_lines(ch, open6, "h6_open_ref", "the transient dips (the open-path reference)")
     across = h6_across_interval(ev6)
     ch.glue("h6_interval", checks.interval_text(across))
     # the previous rules, on the rolling-median dips they read
@@ -764,7 +808,7 @@ def judge_h6_h7(
             "reason": why6,
             "across_interval": across,
             "control": {"on": H6_CONTROL_ON, "verdict": vc6, "reason": whyc6, "evidence": ctl6},
-            "closed_reference": {"on": H6_CLOSED_ON, "verdict": vcl6, "reason": whycl6, "evidence": closed6},
+            "open_reference": {"on": H6_OPEN_ON, "verdict": vop6, "reason": whyop6, "evidence": open6},
             "control_change": RULE_H6_CONTROL_CHANGE,
             "dip_rule": {"rule": RULE_H6_DIP, "verdict": v_dip, "reason": why_dip, "evidence": dip},
             "rule_change": RULE_H6_CHANGE_SETTLE,
@@ -793,8 +837,8 @@ def judge_h6_h7(
     ch.glue("h6_reason", why6)
     ch.glue("h6_control_verdict", vc6)
     ch.glue("h6_control_reason", whyc6)
-    ch.glue("h6_closed_verdict", vcl6)
-    ch.glue("h6_closed_reason", whycl6)
+    ch.glue("h6_open_ref_verdict", vop6)
+    ch.glue("h6_open_ref_reason", whyop6)
     ch.glue("h6_control_change", RULE_H6_CONTROL_CHANGE)
     ch.glue("h6_dip_verdict", v_dip)
     ch.glue("h6_dip_reason", why_dip)
@@ -809,7 +853,7 @@ def judge_h6_h7(
     ev7 = h7_evidence(p, bursts)
     v7, why7 = verdict_h7(ev7)
     ctl7 = h7_control_evidence(p, bursts)
-    vc7, whyc7 = verdict_h7_control(ev7, ctl7)
+    vc7, whyc7 = verdict_h7(ctl7)
     old_ev7 = {
         "recovered_gaps": rec_gaps,
         "n_collapsed": len(path["col_rows"]),
@@ -827,6 +871,7 @@ def judge_h6_h7(
             "control": {"on": H7_CONTROL_ON, "verdict": vc7, "reason": whyc7, "evidence": ctl7},
             "old_rule": {"rule": RULE_H7_OLD, "verdict": old7, "reason": old_why7, "evidence": old_ev7},
             "rule_change": RULE_H7_CHANGE,
+            "control_change": RULE_H7_CONTROL_CHANGE,
         },
     )
     ch.value(
@@ -867,6 +912,7 @@ def judge_h6_h7(
     ch.glue("h7_old_verdict", old7)
     ch.glue("h7_old_reason", old_why7)
     ch.glue("h7_rule_change", RULE_H7_CHANGE)
+    ch.glue("h7_control_change", RULE_H7_CONTROL_CHANGE)
     ch.glue("h7_support", H7_SUPPORT)
     ch.glue("h7_min_judged", H7_MIN_JUDGED)
     ch.glue("rule7", RULE_H7)
