@@ -1005,10 +1005,8 @@ def _presence_moves(doc: dict, variant_docs: dict[str, dict], fragile: bool) -> 
 
     for name in dict.fromkeys(k for d in runs.values() for k in d.get("values", {})):
         gone = [n for n, d in runs.items() if not gives(d, name)]
-        if len(gone) == len(runs):
-            continue  # undefined under every variant: the same everywhere, recorded as it is
-        if not gone:
-            continue
+        if len(gone) in (0, len(runs)):
+            continue  # given by every run, or undefined under every one: the same everywhere, as it is
         if not fragile:
             raise RecordError(
                 f"value '{name}' of chapter '{doc['chapter']}' is missing under variant "
