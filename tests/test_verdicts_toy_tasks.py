@@ -150,3 +150,46 @@ def test_diverged_rollouts_are_never_kept():
     for x in (out, nan):
         m = ex.trajectory_metrics(x, n)
         assert m["diverged"] and m["cls"] == "diverged" and not m["kept"]
+
+
+# -- counts that move between machines: stated as proportions, and the sentences read across them ---------
+def _circle_counts(att_kept=50, att_col=48, skip_col=6, plain_div=80, plain_col=0):
+    def c(kept, col, div, n=144):
+        return {"n": n, "kept": kept, "collapsed": col, "diverged": div, "other": n - kept - col - div}
+
+    return {
+        "bert": {
+            "attention": c(att_kept, att_col, 0),
+            "mlp": c(32, 34, 0),
+            "skip": c(30, skip_col, 92),
+        },
+        "plain": {
+            "attention": c(0, plain_col, plain_div, 96),
+            "mlp": c(0, 38, 58, 96),
+            "skip": c(10, 0, 80, 96),
+        },
+    }
+
+
+def test_circle_spread_names_moved_counts_with_their_binomial_interval():
+    from rankcollapse.chapters.toy_tasks.report import circle_spread_text
+
+    tol = {"circle_collapsed_bert_mlp": 14.0, "circle_kept_bert_mlp": 1.0}
+    text = circle_spread_text(_circle_counts(), tol)
+    assert "attention + MLP collapsed 34 of 144 (95% interval 17%–31%), recorded ±14" in text
+    assert "kept 32 of 144" not in text  # held to one rollout: not moved
+    assert "keeps its reading" in text
+    assert "No record" in circle_spread_text(_circle_counts(), {})
+
+
+def test_circle_spread_says_when_a_sentence_does_not_hold_across_a_count():
+    from rankcollapse.chapters.toy_tasks.report import circle_spread_text, sentences_across
+
+    # the skip merged 2 of 144: its 95% interval reaches 0, where the sentence would read "apart"
+    counts = _circle_counts(skip_col=2)
+    flips = sentences_across(counts, {("bert", "skip", "collapsed"): (0, 7)})
+    assert flips["circle_skip_md"][0][3:] == (0, "apart")
+    text = circle_spread_text(counts, {"circle_collapsed_bert_skip": 2.0})
+    assert "Not every sentence above holds" in text and "circle_skip_md" in text
+    # far from every line, nothing changes
+    assert sentences_across(_circle_counts(), {("bert", "skip", "collapsed"): (4, 8)}) == {}

@@ -156,11 +156,16 @@ def compare(recorded: dict, now: dict) -> list[Row]:
         if lims:  # a value a rule reads against lines: also on the same side of every one
             ok = ok and same_side(rec["value"], nv[name]["value"], lims)
             tol += f", same side of {', '.join(f'{x:g}' for x in lims)}"
-            aw = rec.get("away")
-            if aw and not ok and moved_away(rec["value"], nv[name]["value"], lims):
-                # away from every line: the measured tolerance before the cap holds it
-                ok = _close(rec["value"], nv[name]["value"], aw["rtol"], aw["atol"])
-                tol += f" (moved away from them: rtol={aw['rtol']:g} atol={aw['atol']:g})"
+            ok, said = held_away(
+                ok,
+                rec["value"],
+                nv[name]["value"],
+                lims,
+                rec.get("away"),
+                lambda aw: _close(rec["value"], nv[name]["value"], aw["rtol"], aw["atol"]),
+                lambda aw: f"rtol={aw['rtol']:g} atol={aw['atol']:g}",
+            )
+            tol += said
         rows.append(Row(name, rec["value"], nv[name]["value"], tol, ok))
     rd, nd = recorded.get("verdicts", {}), now.get("verdicts", {})
     for cid in list(rd) + [c for c in nd if c not in rd]:
@@ -306,6 +311,17 @@ def moved_away(a: Any, b: Any, limits) -> bool:
     return len(ma) == len(mb) and all(y >= x for x, y in zip(ma, mb))
 
 
+def held_away(ok: bool, was: Any, now: Any, limits, measured: Any, holds, said) -> tuple[bool, str]:
+    """The check of a value whose tolerance was capped at its rule's lines (:func:`cap_at_lines`), once it
+    failed the capped one (``ok`` false): if it moved away from every line (:func:`moved_away`), the
+    tolerance ``measured`` between the kernel variants before the cap (the record's ``away`` or
+    ``away_decades``) holds it instead, since a move away changes no reading of the rule. ``holds(measured)``
+    applies that tolerance, ``said(measured)`` words it. Returns the outcome and the words for the row."""
+    if ok or not measured or not moved_away(was, now, limits):
+        return ok, ""
+    return bool(holds(measured)), f" (moved away from them: {said(measured)})"
+
+
 def _int_leaves(v: Any) -> bool:
     leaves = [x for _, x in _leaves(v)]
     return bool(leaves) and all(isinstance(x, int) and not isinstance(x, bool) for x in leaves)
@@ -368,11 +384,16 @@ def _compare_kind(name: str, rec: dict, now: dict) -> Row:
     how = f"within {rec['decades']:.3g} decades" + (
         f", same side of {', '.join(f'{x:g}' for x in lims)}" if lims else ""
     )
-    aw = rec.get("away_decades")
-    if aw and not ok and moved_away(rec["value"], now["value"], lims):
-        # away from every line: the measured tolerance before the cap holds it (as for rtol/atol values)
-        ok = d <= aw
-        how += f" (moved away from them: within {aw:.3g} decades)"
+    ok, said = held_away(
+        ok,
+        rec["value"],
+        now["value"],
+        lims,
+        rec.get("away_decades"),
+        lambda aw: d <= aw,
+        lambda aw: f"within {aw:.3g} decades",
+    )
+    how += said
     return Row(name, rec["value"], now["value"], how, ok)
 
 

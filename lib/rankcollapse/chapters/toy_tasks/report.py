@@ -64,6 +64,8 @@ def record_circle(ch, rows: list[dict], p) -> dict:
             ch.glue(f"circle_n_{tag}", c[v]["n"])
     for k, text in circle_sentences(counts).items():
         ch.glue(k, text)
+    names = [f"circle_{k}_{a}_{v}" for a in counts for v in VARIANTS for k in CLASSES]
+    ch.glue("circle_spread_md", circle_spread_text(counts, recorded_tolerances(ch.params["profile"], names)))
     ch.glue("circle_sizes", ", ".join(map(str, p.circle_hidden)))
     ch.glue("circle_n_seeds", p.n_seeds)
     ch.glue("circle_n_seeds_plain", p.n_seeds_plain)
@@ -74,24 +76,50 @@ def record_circle(ch, rows: list[dict], p) -> dict:
     return counts
 
 
+# the counts each reading of :func:`circle_sentences` is chosen on: (architecture, variant, class)
+SENTENCE_READS = {
+    "circle_skip_md": (("bert", "skip", "collapsed"), ("bert", "skip", "kept")),
+    "circle_ln_md": (
+        ("plain", "attention", "diverged"),
+        ("plain", "attention", "collapsed"),
+        ("bert", "attention", "collapsed"),
+        ("bert", "attention", "diverged"),
+    ),
+}
+
+
+def sentence_readings(counts: dict) -> dict:
+    """Which reading :func:`circle_sentences` chooses for each sentence (the branch, not its numbers)."""
+    sk = counts["bert"]["skip"]
+    skip = "merged" if sk["collapsed"] else "apart" if sk["kept"] < sk["n"] else "all kept"
+    out = {"circle_skip_md": skip, "circle_ln_md": "none"}
+    if "plain" in counts:
+        pa, ba = counts["plain"]["attention"], counts["bert"]["attention"]
+        contrast = pa["diverged"] > pa["collapsed"] and ba["collapsed"] > ba["diverged"]
+        out["circle_ln_md"] = "contrast" if contrast else "counts"
+    return out
+
+
 def circle_sentences(counts: dict) -> dict:
     """The prose's reading of the counts, written from them (so it changes with them): ``circle_skip_md``
-    on what the skip does in the authors' architecture, ``circle_ln_md`` on what the LayerNorms change."""
+    on what the skip does in the authors' architecture, ``circle_ln_md`` on what the LayerNorms change
+    (each chosen by :func:`sentence_readings`)."""
     b = counts["bert"]
     sk = b["skip"]
-    if sk["collapsed"] == 0 and sk["kept"] < sk["n"]:
+    reading = sentence_readings(counts)
+    if reading["circle_skip_md"] == "apart":
         skip = (
             f"The skip keeps the two tokens apart in every rollout, but on the circle in only {sk['kept']} "
             f"of {sk['n']}: its errors, small relative to the state they are added to, still compound."
         )
-    elif sk["collapsed"] == 0:
+    elif reading["circle_skip_md"] == "all kept":
         skip = "The skip keeps the two tokens apart and on the circle in every rollout."
     else:
         skip = f"Even with the skip the two tokens merged in {sk['collapsed']} of {sk['n']} rollouts."
     out = {"circle_skip_md": skip, "circle_ln_md": ""}
     if "plain" in counts:
         pa, ba = counts["plain"]["attention"], b["attention"]
-        if pa["diverged"] > pa["collapsed"] and ba["collapsed"] > ba["diverged"]:
+        if reading["circle_ln_md"] == "contrast":
             out["circle_ln_md"] = (
                 "So the same pure attention that leaves the circle outward without LayerNorm merges its two "
                 "tokens with it: the LayerNorm after the input map removes the scale along which the "
@@ -103,6 +131,98 @@ def circle_sentences(counts: dict) -> dict:
                 f"{pa['collapsed']} rollouts, against {ba['diverged']} and {ba['collapsed']} with it."
             )
     return out
+
+
+def recorded_tolerances(profile: str, names) -> dict:
+    """The absolute tolerance (``atol``) this chapter's record at ``profile`` holds each count of ``names``
+    to: the largest deviation measured between its kernel variants, at least one event. ``{}`` when there is
+    no record (a profile never recorded)."""
+    from ...book.results import expected_path, load
+
+    try:
+        vals = load(expected_path(profile, "toy-tasks"))["values"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {n: float(vals[n].get("atol", 0.0)) for n in names if n in vals}
+
+
+def sentences_across(counts: dict, spans: dict) -> dict:
+    """Per sentence of :func:`circle_sentences`, the moves that change its reading: each count it reads
+    (:data:`SENTENCE_READS`) moved alone through ``spans[(arch, variant, class)] = (lo, hi)``. Returns
+    ``{sentence: [(arch, variant, class, j, reading), ...]}``, only the sentences whose reading changes."""
+    import copy
+
+    base = sentence_readings(counts)
+    out: dict = {}
+    for key, reads in SENTENCE_READS.items():
+        for arch, v, k in reads:
+            if arch not in counts or (arch, v, k) not in spans:
+                continue
+            lo, hi = spans[(arch, v, k)]
+            for j in range(max(0, lo), hi + 1):
+                c = copy.deepcopy(counts)
+                c[arch][v][k] = j
+                r = sentence_readings(c)[key]
+                if r != base[key]:
+                    out.setdefault(key, []).append((arch, v, k, j, r))
+                    break
+    return out
+
+
+def circle_spread_text(counts: dict, tolerances: dict, *, moved_over: int = 1) -> str:
+    """A paragraph on the circle's class counts that move between machines: those ``tolerances`` (the
+    record's, :func:`recorded_tolerances`) holds to more than ``moved_over`` rollouts, each with its exact
+    95% binomial interval (the counts are proportions of rollouts); then whether every sentence of
+    :func:`circle_sentences` keeps its reading across each count's interval and its recorded spread.
+    C2's own interval check is in its verdict (:func:`rankcollapse.chapters.toy_tasks.verdicts.judge_c2`)."""
+    if not tolerances:
+        return (
+            "No record exists at this profile, so how far these counts move between machines is not "
+            "measured here; each is a proportion of its rollouts, with the exact 95% binomial interval "
+            "of C2's reason below."
+        )
+    moved, spans = [], {}
+    for arch, per in counts.items():
+        for v in VARIANTS:
+            n = per[v]["n"]
+            for k in CLASSES:
+                k_seen = per[v][k]
+                tol = tolerances.get(f"circle_{k}_{arch}_{v}", 0.0)
+                lo, hi = checks.count_range(k_seen, n) if n else (k_seen, k_seen)
+                t = int(round(tol))
+                spans[(arch, v, k)] = (min(lo, k_seen - t), max(hi, k_seen + t))
+                if tol > moved_over:
+                    moved.append(
+                        f"{ARCH_NAMES[arch]} {VARIANT_NAMES[v]} {k} {checks.count_text(k_seen, n)}, "
+                        f"recorded ±{t}"
+                    )
+    if moved:
+        head = (
+            f"**Counts that move between machines.** Between the kernel variants of this page's record, "
+            f"{len(moved)} of the class counts moved by more than {moved_over} rollout"
+            f"{'s' if moved_over != 1 else ''}: {'; '.join(moved)}. They are fragile as counts; read them "
+            "as proportions, with the intervals given (rollouts of one network are not independent, so "
+            "those intervals are if anything too narrow)."
+        )
+    else:
+        head = (
+            f"Between the kernel variants of this page's record no class count moved by more than "
+            f"{moved_over} rollout{'s' if moved_over != 1 else ''}."
+        )
+    flips = sentences_across(counts, spans)
+    if not flips:
+        tail = (
+            " Each sentence above that reads these counts keeps its reading with any one of them moved "
+            "through its 95% interval or its recorded spread, whichever is wider."
+        )
+    else:
+        parts = [
+            f"the reading of `{key}` changes to '{r}' if {ARCH_NAMES[a]} {VARIANT_NAMES[v]} {k} is {j}"
+            for key, fl in flips.items()
+            for a, v, k, j, r in fl[:1]
+        ]
+        tail = f" Not every sentence above holds across them: {'; '.join(parts)}."
+    return head + tail
 
 
 def table_circle(rows: list[dict], arch: str) -> str:
